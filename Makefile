@@ -1,0 +1,85 @@
+# deepmt — CPU inference server for deep (DeepNorm) translation Transformers.
+#
+#   make            build build/deepmt (installs missing Debian packages first)
+#   make test       build and run every test; ends with "N passed, N failed"
+#   make serve      serve the default model on http://127.0.0.1:5000
+#   make asan       the test suite under AddressSanitizer + UBSan
+#   make golden     regenerate the committed golden fixtures (needs python3-torch)
+#   make clean
+#
+# Sources are discovered: every .c/.cc under model/, tokenizer/, server/ goes into
+# build/libdeepmt.a, cli/*.c into the deepmt binary, tests/c/test_*.c into one test
+# binary each.
+
+CC      ?= gcc
+CXX     ?= g++
+BUILD   ?= build
+OPT     ?= -O2 -march=x86-64-v2 -mtune=generic
+SAN     ?=
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
+CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
+LDFLAGS += -pthread $(SAN)
+LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lstdc++ -lm
+PYTHON  ?= /usr/bin/python3
+MODEL   ?= models/default
+PORT    ?= 5000
+
+LIB_SRC  := $(wildcard model/*.c tokenizer/*.c server/*.c)
+LIB_CXX  := $(wildcard tokenizer/*.cc)
+CLI_SRC  := $(wildcard cli/*.c)
+TEST_SRC := $(wildcard tests/c/test_*.c)
+TEST_SUP := $(filter-out tests/c/test_%.c,$(wildcard tests/c/*.c))
+
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+SUP_OBJ  := $(TEST_SUP:%.c=$(BUILD)/%.o)
+TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps deps-test deps-train test asan ubsan serve golden clean
+all: deps $(BUILD)/deepmt $(TEST_BIN)
+
+deps:
+	@scripts/deps.sh build
+deps-test:
+	@scripts/deps.sh test
+deps-train:
+	@scripts/deps.sh train
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/libdeepmt.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/deepmt: $(CLI_OBJ) $(BUILD)/libdeepmt.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdeepmt.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/c/%.o $(SUP_OBJ) $(BUILD)/libdeepmt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(SUP_OBJ) $(BUILD)/libdeepmt.a $(LDLIBS)
+
+test: deps-test
+	@$(MAKE) --no-print-directory all
+	@DEEPMT_BUILD=$(BUILD) tests/run.sh
+
+# Sanitizer builds live in their own folder so they never mix with normal objects.
+asan:
+	@$(MAKE) --no-print-directory test BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer" \
+	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+
+serve: deps
+	@$(MAKE) --no-print-directory $(BUILD)/deepmt
+	$(BUILD)/deepmt serve --model $(MODEL) --host 127.0.0.1 --port $(PORT)
+
+golden: deps-train
+	$(PYTHON) tools/make_golden.py --out tests/fixtures/golden
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,51 @@
+/* cmd_inspect.c — `deepmt inspect MODEL_DIR`: what a model directory holds. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+int cmd_inspect(int argc, char **argv) {
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: deepmt inspect MODEL_DIR\n");
+        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+    }
+    char err[512];
+    dmt_model *m = dmt_model_load(argv[1], (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "deepmt inspect: %s\n", err);
+        return 1;
+    }
+    /* The tokenizer is optional for inspection: report it rather than fail. */
+    dmt_tokenizer *tok = dmt_tokenizer_load(argv[1], m->cfg.vocab_size, m->cfg.unk_id, err, sizeof err);
+    const dmt_config *c = &m->cfg;
+    printf("model:            %s\n", argv[1]);
+    printf("layers:           %d encoder + %d decoder\n", c->encoder_layers, c->decoder_layers);
+    printf("d_model:          %d (heads %d, ffn %d)\n", c->d_model, c->heads, c->ffn_dim);
+    printf("vocab:            %d\n", c->vocab_size);
+    printf("normalization:    %s (alpha encoder %.4f, decoder %.4f)\n", dmt_norm_mode_name(c->normalization),
+           c->encoder_alpha, c->decoder_alpha);
+    printf("activation:       %s, layer-norm eps %g\n", dmt_activation_name(c->activation), c->layer_norm_eps);
+    printf("embeddings:       scale %.4g, %s positions (offset %d, max %d)%s%s%s\n", c->embed_scale,
+           c->positions == DMT_POS_LEARNED ? "learned" : "sinusoidal", c->position_offset, c->max_positions,
+           c->layernorm_embedding ? ", layernorm_embedding" : "", c->share_embeddings ? ", shared enc/dec" : "",
+           c->tie_output ? ", tied output" : "");
+    printf("special ids:      pad %d, bos %d, eos %d, unk %d, decoder start %d\n", c->pad_id, c->bos_id, c->eos_id,
+           c->unk_id, c->decoder_start_id);
+    printf("languages:        ");
+    for (int i = 0; i < c->n_languages; i++)
+        printf("%s%s (%s, %s=%d)", i ? ", " : "", c->languages[i].code, c->languages[i].name, c->languages[i].token,
+               c->languages[i].id);
+    printf("%s\n", c->n_languages ? "" : "none");
+    printf("decoding:         beam %d, length penalty %.2f, max length %.2f*src+%d\n", c->decoding.beam_size,
+           c->decoding.length_penalty, c->decoding.max_len_a, c->decoding.max_len_b);
+    printf("parameters:       %lld (%.2f M)\n", m->n_params, m->n_params / 1e6);
+    printf("dtype on disk:    %s, %.1f MB of tensor data\n", m->dtype_summary, m->weight_bytes_file / 1e6);
+    printf("memory as F32:    %.1f MB (F32 tensors are mapped from the file, others widened at load)\n",
+           m->weight_bytes_f32 / 1e6);
+    printf("tokenizer:        %s\n", tok ? "sentencepiece.model ok" : err);
+    dmt_tokenizer_free(tok);
+    dmt_model_free(m);
+    return 0;
+}

@@ -1,0 +1,66 @@
+/* config.h — the architecture and conventions of a model, from config.json.
+ *
+ * docs/model-format.md lists every key. Parsing checks types and ranges and names
+ * the offending key in the error message.
+ */
+#ifndef DEEPMT_MODEL_CONFIG_H
+#define DEEPMT_MODEL_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef enum { DMT_NORM_DEEPNORM, DMT_NORM_POST, DMT_NORM_PRE } dmt_norm_mode;
+typedef enum { DMT_ACT_RELU, DMT_ACT_GELU } dmt_activation;
+typedef enum { DMT_POS_SINUSOIDAL, DMT_POS_LEARNED } dmt_position_kind;
+
+#define DMT_MAX_LANGUAGES 128
+
+typedef struct {
+    char code[16];   /* "de" */
+    char name[64];   /* "German" */
+    char token[32];  /* "__de__" */
+    int id;          /* model id of the token */
+} dmt_language;
+
+typedef struct {
+    int beam_size;            /* default 4 */
+    float length_penalty;     /* score / len^lp; default 1.0 */
+    float max_len_a;          /* max target length = a * src_len + b */
+    int max_len_b;
+    int min_len;              /* tokens before </s> may end a hypothesis */
+    int no_repeat_ngram_size; /* 0 = off */
+} dmt_decoding_defaults;
+
+typedef struct {
+    int encoder_layers, decoder_layers; /* N, M */
+    int d_model, heads, ffn_dim, vocab_size;
+    dmt_norm_mode normalization;
+    float encoder_alpha, decoder_alpha; /* residual scale; 1 unless deepnorm */
+    dmt_activation activation;
+    float layer_norm_eps;
+    float embed_scale;                  /* sqrt(d_model) or 1 */
+    dmt_position_kind positions;
+    int position_offset;                /* position p uses row p + offset */
+    int max_positions;                  /* longest sequence, specials included */
+    bool layernorm_embedding;
+    bool share_embeddings;              /* decoder input embedding = encoder's */
+    bool tie_output;                    /* output projection = decoder input embedding */
+    int pad_id, bos_id, eos_id, unk_id, decoder_start_id;
+    int n_languages;
+    dmt_language languages[DMT_MAX_LANGUAGES];
+    dmt_decoding_defaults decoding;
+} dmt_config;
+
+/* Parses config.json at `path` into *cfg. 0 on success, -1 with a message in err. */
+int dmt_config_load(const char *path, dmt_config *cfg, char *err, size_t errlen);
+
+/* The same from a JSON string (tests, converters). */
+int dmt_config_parse(const char *json_text, dmt_config *cfg, char *err, size_t errlen);
+
+/* The language with this code ("de"), or NULL. */
+const dmt_language *dmt_config_language(const dmt_config *cfg, const char *code);
+
+const char *dmt_norm_mode_name(dmt_norm_mode m);
+const char *dmt_activation_name(dmt_activation a);
+
+#endif

@@ -1,0 +1,314 @@
+/* forward.c — encoder and incremental decoder over the weights of model.h.
+ *
+ * Reads like docs/model-format.md "The network": embed, then per layer a
+ * self-attention, (decoder) a cross-attention and an FFN sublayer, each wrapped in
+ * the residual of the config's normalization mode.
+ */
+#include "model/forward.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/ops.h"
+
+/* A float buffer that only grows; its size is checked before each batch. */
+typedef struct { float *p; size_t cap; } fbuf;
+
+static int fbuf_reserve(fbuf *b, size_t n) {
+    if (n <= b->cap) return 0;
+    float *p = realloc(b->p, n * sizeof(float));
+    if (!p) return -1;
+    b->p = p;
+    b->cap = n;
+    return 0;
+}
+
+struct dmt_state {
+    const dmt_model *m;
+    /* encoder batch */
+    int n_src, src_max;          /* sentences, longest length (padded width) */
+    int *src_len;                /* [n_src] */
+    int src_len_cap;
+    fbuf enc_out;                /* [n_src][src_max][d] */
+    fbuf cross_k, cross_v;       /* [dec layers][n_src][src_max][d] */
+    /* shared work buffers, sized for the larger of the encoder and decoder batches */
+    fbuf q, k, v, attn, tmp, hidden, norm, scores;
+    /* decoder */
+    int n_hyps, hyp_cap, step, step_cap;
+    int *hyp_src, *hyp_src_tmp;  /* [hyp_cap] */
+    fbuf x;                      /* [hyp_cap][d] decoder activations */
+    fbuf self_k, self_v;         /* [dec layers][hyp_cap][step_cap][d] */
+    fbuf gather;                 /* [hyp_cap][step_cap][d] reorder scratch */
+};
+
+dmt_state *dmt_state_new(const dmt_model *m) {
+    dmt_state *s = calloc(1, sizeof *s);
+    if (s) s->m = m;
+    return s;
+}
+
+void dmt_state_free(dmt_state *s) {
+    if (!s) return;
+    fbuf *all[] = {&s->enc_out, &s->cross_k, &s->cross_v, &s->q, &s->k, &s->v, &s->attn, &s->tmp,
+                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->gather};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
+    free(s->src_len);
+    free(s->hyp_src);
+    free(s->hyp_src_tmp);
+    free(s);
+}
+
+/* Work buffers for `rows` activation rows whose attention spans up to `keys` keys. */
+static int reserve_work(dmt_state *s, size_t rows, size_t score_rows, size_t keys) {
+    const dmt_config *c = &s->m->cfg;
+    size_t d = (size_t)c->d_model;
+    return fbuf_reserve(&s->q, rows * d) || fbuf_reserve(&s->k, rows * d) || fbuf_reserve(&s->v, rows * d) ||
+           fbuf_reserve(&s->attn, rows * d) || fbuf_reserve(&s->tmp, rows * d) ||
+           fbuf_reserve(&s->norm, rows * d) || fbuf_reserve(&s->hidden, rows * (size_t)c->ffn_dim) ||
+           fbuf_reserve(&s->scores, score_rows * keys);
+}
+
+/* x[rows] = embed_scale * E[tok] + P[pos + offset] (+ layernorm_embedding). */
+static void embed(const dmt_model *m, const dmt_stack_weights *st, float *x, const int32_t *tok, int n, int pos0,
+                  int pos_stride) {
+    const dmt_config *c = &m->cfg;
+    int d = c->d_model;
+    for (int i = 0; i < n; i++) {
+        const float *e = st->embed_tokens + (size_t)tok[i] * d;
+        const float *p = st->positions + (size_t)(pos0 + i * pos_stride + c->position_offset) * d;
+        float *r = x + (size_t)i * d;
+        for (int j = 0; j < d; j++) r[j] = c->embed_scale * e[j] + p[j];
+    }
+    if (st->layernorm_embedding.weight) dmt_layer_norm(x, n, d, &st->layernorm_embedding, c->layer_norm_eps);
+}
+
+/* The input a sublayer reads: x itself (Post-LN) or LayerNorm(x) in s->norm (Pre-LN). */
+static const float *sublayer_input(dmt_state *s, const float *x, int rows, const dmt_norm_weights *w) {
+    const dmt_config *c = &s->m->cfg;
+    if (c->normalization != DMT_NORM_PRE) return x;
+    memcpy(s->norm.p, x, (size_t)rows * c->d_model * sizeof(float));
+    dmt_layer_norm(s->norm.p, rows, c->d_model, w, c->layer_norm_eps);
+    return s->norm.p;
+}
+
+/* x = residual(x, f) where s->tmp holds f(input). */
+static void residual(dmt_state *s, float *x, int rows, float alpha, const dmt_norm_weights *w) {
+    const dmt_config *c = &s->m->cfg;
+    if (c->normalization == DMT_NORM_PRE) dmt_add(x, s->tmp.p, (long)rows * c->d_model);
+    else dmt_residual_norm(x, s->tmp.p, rows, c->d_model, alpha, w, c->layer_norm_eps);
+}
+
+static void scale(float *x, long n, float a) {
+    for (long i = 0; i < n; i++) x[i] *= a;
+}
+
+/* FFN sublayer on x[rows]: s->tmp = fc2(act(fc1(input))), then the residual. */
+static void ffn_block(dmt_state *s, float *x, int rows, const dmt_layer_weights *w, float alpha) {
+    const dmt_config *c = &s->m->cfg;
+    const float *in = sublayer_input(s, x, rows, &w->final_norm);
+    dmt_matmul(s->hidden.p, in, rows, &w->fc1);
+    if (c->activation == DMT_ACT_GELU) dmt_gelu(s->hidden.p, (long)rows * c->ffn_dim);
+    else dmt_relu(s->hidden.p, (long)rows * c->ffn_dim);
+    dmt_matmul(s->tmp.p, s->hidden.p, rows, &w->fc2);
+    residual(s, x, rows, alpha, &w->final_norm);
+}
+
+static void final_norm(const dmt_stack_weights *st, float *x, int rows, const dmt_config *c) {
+    if (c->normalization == DMT_NORM_PRE) dmt_layer_norm(x, rows, c->d_model, &st->layer_norm, c->layer_norm_eps);
+}
+
+/* ---------------------------------------------------------------- encoder -- */
+
+static void encoder_layer(dmt_state *s, const dmt_layer_weights *w) {
+    const dmt_config *c = &s->m->cfg;
+    int d = c->d_model, S = s->src_max, rows = s->n_src * S;
+    float *x = s->enc_out.p;
+    const float *in = sublayer_input(s, x, rows, &w->self_attn_norm);
+    dmt_matmul(s->q.p, in, rows, &w->self_attn.q);
+    scale(s->q.p, (long)rows * d, 1.0f / sqrtf((float)(d / c->heads)));
+    dmt_matmul(s->k.p, in, rows, &w->self_attn.k);
+    dmt_matmul(s->v.p, in, rows, &w->self_attn.v);
+    for (int i = 0; i < s->n_src; i++) {
+        size_t off = (size_t)i * S * d;
+        dmt_attention(s->attn.p + off, d, s->q.p + off, d, s->k.p + off, s->v.p + off, d, S, s->src_len[i], c->heads,
+                      d, -1, s->scores.p);
+    }
+    dmt_matmul(s->tmp.p, s->attn.p, rows, &w->self_attn.out);
+    residual(s, x, rows, s->m->encoder.alpha, &w->self_attn_norm);
+    ffn_block(s, x, rows, w, s->m->encoder.alpha);
+}
+
+int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_len, char *err, size_t errlen) {
+    const dmt_model *m = s->m;
+    const dmt_config *c = &m->cfg;
+    int d = c->d_model, S = 0;
+    for (int i = 0; i < n; i++) {
+        if (src_len[i] < 1) { snprintf(err, errlen, "sentence %d is empty", i); return -1; }
+        if (src_len[i] > c->max_positions) {
+            snprintf(err, errlen, "sentence %d has %d tokens, the model takes at most %d", i, src_len[i],
+                     c->max_positions);
+            return -1;
+        }
+        for (int t = 0; t < src_len[i]; t++)
+            if (src[i][t] < 0 || src[i][t] >= c->vocab_size) {
+                snprintf(err, errlen, "sentence %d: token id %d is outside the vocabulary", i, src[i][t]);
+                return -1;
+            }
+        S = src_len[i] > S ? src_len[i] : S;
+    }
+    size_t rows = (size_t)n * S;
+    if (n > s->src_len_cap) {
+        int *p = realloc(s->src_len, (size_t)n * sizeof *p);
+        if (!p) goto oom;
+        s->src_len = p;
+        s->src_len_cap = n;
+    }
+    if (fbuf_reserve(&s->enc_out, rows * d) || reserve_work(s, rows, (size_t)S, (size_t)S)) goto oom;
+    s->n_src = n;
+    s->src_max = S;
+    s->n_hyps = 0;
+    memcpy(s->src_len, src_len, (size_t)n * sizeof *src_len);
+    for (int i = 0; i < n; i++) {
+        float *x = s->enc_out.p + (size_t)i * S * d;
+        embed(m, &m->encoder, x, src[i], src_len[i], 0, 1);
+        memset(x + (size_t)src_len[i] * d, 0, (size_t)(S - src_len[i]) * d * sizeof(float)); /* padding */
+    }
+    for (int l = 0; l < m->encoder.n_layers; l++) encoder_layer(s, &m->encoder.layers[l]);
+    final_norm(&m->encoder, s->enc_out.p, (int)rows, c);
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory for a batch of %d sentences x %d tokens", n, S);
+    return -1;
+}
+
+const float *dmt_encoder_out(const dmt_state *s, int i) {
+    return s->enc_out.p + (size_t)i * s->src_max * s->m->cfg.d_model;
+}
+
+/* ---------------------------------------------------------------- decoder -- */
+
+int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps, char *err, size_t errlen) {
+    const dmt_model *m = s->m;
+    const dmt_config *c = &m->cfg;
+    int d = c->d_model, L = m->decoder.n_layers;
+    if (max_steps > c->max_positions) max_steps = c->max_positions;
+    for (int h = 0; h < n_hyps; h++)
+        if (hyp_src[h] < 0 || hyp_src[h] >= s->n_src) {
+            snprintf(err, errlen, "hypothesis %d reads source %d, but %d were encoded", h, hyp_src[h], s->n_src);
+            return -1;
+        }
+    size_t src_rows = (size_t)s->n_src * s->src_max, keys = (size_t)(max_steps > s->src_max ? max_steps : s->src_max);
+    if (n_hyps > s->hyp_cap || max_steps > s->step_cap) {
+        int hc = n_hyps > s->hyp_cap ? n_hyps : s->hyp_cap, sc = max_steps > s->step_cap ? max_steps : s->step_cap;
+        size_t cache = (size_t)L * hc * sc * d;
+        int *a = realloc(s->hyp_src, (size_t)hc * sizeof *a), *b = a ? realloc(s->hyp_src_tmp, (size_t)hc * sizeof *b) : NULL;
+        if (a) s->hyp_src = a;
+        if (b) s->hyp_src_tmp = b;
+        if (!a || !b || fbuf_reserve(&s->self_k, cache) || fbuf_reserve(&s->self_v, cache) ||
+            fbuf_reserve(&s->gather, (size_t)hc * sc * d) || fbuf_reserve(&s->x, (size_t)hc * d))
+            goto oom;
+        s->hyp_cap = hc;
+        s->step_cap = sc;
+    }
+    if (fbuf_reserve(&s->cross_k, (size_t)L * src_rows * d) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
+        reserve_work(s, (size_t)n_hyps > src_rows ? (size_t)n_hyps : src_rows, 1, keys))
+        goto oom;
+    for (int l = 0; l < L; l++) {
+        const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
+        dmt_matmul(s->cross_k.p + (size_t)l * src_rows * d, s->enc_out.p, (int)src_rows, &a->k);
+        dmt_matmul(s->cross_v.p + (size_t)l * src_rows * d, s->enc_out.p, (int)src_rows, &a->v);
+    }
+    memcpy(s->hyp_src, hyp_src, (size_t)n_hyps * sizeof *hyp_src);
+    s->n_hyps = n_hyps;
+    s->step = 0;
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory for %d hypotheses x %d steps", n_hyps, max_steps);
+    return -1;
+}
+
+/* Self-attention of every hypothesis over its cache; the new K/V rows are written
+ * straight into the cache at position s->step. */
+static void decoder_self_attention(dmt_state *s, int l, const float *in) {
+    const dmt_config *c = &s->m->cfg;
+    const dmt_attention_weights *a = &s->m->decoder.layers[l].self_attn;
+    int d = c->d_model, H = s->n_hyps;
+    size_t hyp_stride = (size_t)s->step_cap * d, layer = (size_t)s->hyp_cap * hyp_stride;
+    float *kc = s->self_k.p + l * layer, *vc = s->self_v.p + l * layer;
+    dmt_matmul(s->q.p, in, H, &a->q);
+    scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
+    dmt_matmul_strided(kc + (size_t)s->step * d, (int)hyp_stride, in, d, H, &a->k);
+    dmt_matmul_strided(vc + (size_t)s->step * d, (int)hyp_stride, in, d, H, &a->v);
+    for (int h = 0; h < H; h++)
+        dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + h * hyp_stride,
+                      vc + h * hyp_stride, d, 1, s->step + 1, c->heads, d, -1, s->scores.p);
+    dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
+}
+
+static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
+    const dmt_config *c = &s->m->cfg;
+    const dmt_attention_weights *a = &s->m->decoder.layers[l].cross_attn;
+    int d = c->d_model, H = s->n_hyps;
+    size_t src_stride = (size_t)s->src_max * d, layer = (size_t)s->n_src * src_stride;
+    const float *kc = s->cross_k.p + l * layer, *vc = s->cross_v.p + l * layer;
+    dmt_matmul(s->q.p, in, H, &a->q);
+    scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
+    for (int h = 0; h < H; h++) {
+        int src = s->hyp_src[h];
+        dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src * src_stride,
+                      vc + src * src_stride, d, 1, s->src_len[src], c->heads, d, -1, s->scores.p);
+    }
+    dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
+}
+
+int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
+    const dmt_model *m = s->m;
+    const dmt_config *c = &m->cfg;
+    int H = s->n_hyps, d = c->d_model;
+    if (s->step >= s->step_cap) return -1;
+    for (int h = 0; h < H; h++)
+        if (tokens[h] < 0 || tokens[h] >= c->vocab_size) return -1;
+    float *x = s->x.p;
+    embed(m, &m->decoder, x, tokens, H, s->step, 0);
+    float alpha = m->decoder.alpha;
+    for (int l = 0; l < m->decoder.n_layers; l++) {
+        const dmt_layer_weights *w = &m->decoder.layers[l];
+        decoder_self_attention(s, l, sublayer_input(s, x, H, &w->self_attn_norm));
+        residual(s, x, H, alpha, &w->self_attn_norm);
+        decoder_cross_attention(s, l, sublayer_input(s, x, H, &w->cross_attn_norm));
+        residual(s, x, H, alpha, &w->cross_attn_norm);
+        ffn_block(s, x, H, w, alpha);
+    }
+    final_norm(&m->decoder, x, H, c);
+    dmt_linear out = {m->output_projection, NULL, c->vocab_size, d};
+    dmt_matmul(logprobs, x, H, &out);
+    dmt_log_softmax(logprobs, H, c->vocab_size);
+    s->step++;
+    return 0;
+}
+
+void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent) {
+    int identity = n_new == s->n_hyps;
+    for (int j = 0; identity && j < n_new; j++) identity = parent[j] == j;
+    if (identity) return;
+    int d = s->m->cfg.d_model;
+    size_t hyp_stride = (size_t)s->step_cap * d, layer = (size_t)s->hyp_cap * hyp_stride;
+    size_t live = (size_t)s->step * d * sizeof(float);
+    for (int l = 0; l < s->m->decoder.n_layers; l++) {
+        float *caches[2] = {s->self_k.p + l * layer, s->self_v.p + l * layer};
+        for (int c = 0; c < 2; c++) {
+            for (int j = 0; j < n_new; j++)
+                memcpy(s->gather.p + j * hyp_stride, caches[c] + parent[j] * hyp_stride, live);
+            for (int j = 0; j < n_new; j++)
+                memcpy(caches[c] + j * hyp_stride, s->gather.p + j * hyp_stride, live);
+        }
+    }
+    for (int j = 0; j < n_new; j++) s->hyp_src_tmp[j] = s->hyp_src[parent[j]];
+    memcpy(s->hyp_src, s->hyp_src_tmp, (size_t)n_new * sizeof *s->hyp_src);
+    s->n_hyps = n_new;
+}
+
+int dmt_decode_steps(const dmt_state *s) { return s->step; }
+int dmt_decode_hyps(const dmt_state *s) { return s->n_hyps; }

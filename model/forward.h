@@ -1,0 +1,52 @@
+/* forward.h — the forward pass: encoder over a padded batch, incremental decoder.
+ *
+ * A dmt_state is one worker's memory: activations, cross-attention K/V and the
+ * self-attention KV cache. Buffers grow in dmt_encode / dmt_decode_begin when a
+ * batch is larger than any before; dmt_decode_step and dmt_decode_reorder never
+ * allocate. One state per thread; the model is shared read-only.
+ *
+ * Typical use (beam search does this):
+ *   dmt_encode(s, n, src, len)                    n source sentences, each ending in </s>
+ *   dmt_decode_begin(s, H, hyp_src, max_steps)    H hypotheses, hyp h reads source hyp_src[h]
+ *   loop: dmt_decode_step(s, tokens, logprobs)    feed one token per hypothesis
+ *         dmt_decode_reorder(s, H', parent)       keep/duplicate hypotheses (beams, finished)
+ */
+#ifndef DEEPMT_MODEL_FORWARD_H
+#define DEEPMT_MODEL_FORWARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+typedef struct dmt_state dmt_state;
+
+dmt_state *dmt_state_new(const dmt_model *m);
+void dmt_state_free(dmt_state *s);
+
+/* Encodes n sentences; src[i] holds src_len[i] ids (</s> included, no padding).
+ * 0, or -1 with a message (empty sentence, id out of range, too long, out of memory). */
+int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_len, char *err, size_t errlen);
+
+/* Encoder output of sentence i: [src_len[i]][d_model] rows, row stride d_model. */
+const float *dmt_encoder_out(const dmt_state *s, int i);
+
+/* Starts decoding n_hyps hypotheses (any n_hyps; several may read one source).
+ * max_steps bounds the number of dmt_decode_step calls. Computes cross-attention
+ * K/V once per source sentence. 0, or -1 with a message. */
+int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps, char *err, size_t errlen);
+
+/* Feeds tokens[h] to hypothesis h at the next position; writes log-probabilities
+ * [n_hyps][vocab] to logprobs. 0, or -1 when max_steps is exhausted or a token is
+ * out of range. */
+int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs);
+
+/* Hypothesis j continues old hypothesis parent[j], for j < n_new (n_new <= current
+ * count; a parent may repeat). Gathers the KV cache accordingly. */
+void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent);
+
+/* Steps taken since dmt_decode_begin, and the current hypothesis count. */
+int dmt_decode_steps(const dmt_state *s);
+int dmt_decode_hyps(const dmt_state *s);
+
+#endif

@@ -1,0 +1,254 @@
+/* model.c — load a model directory: config.json, model.safetensors, sentencepiece.model.
+ *
+ * Every tensor the config implies must be present with its exact shape, and nothing
+ * else may be: a checkpoint that does not match its config is refused, never guessed.
+ */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model/safetensors.h"
+#include "tokenizer/tokenizer.h"
+
+typedef struct {
+    dmt_model *m;
+    const char *path;      /* safetensors path, for messages */
+    unsigned char *used;   /* per file tensor: bound yet? */
+    int n_f32, n_f16, n_bf16;
+    char *err;
+    size_t errlen;
+} loader;
+
+static void *own(dmt_model *m, size_t bytes) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        m->owned = p;
+        m->cap_owned = cap;
+    }
+    void *buf = malloc(bytes ? bytes : 1);
+    if (buf) m->owned[m->n_owned++] = buf;
+    return buf;
+}
+
+/* The named tensor as F32 with shape [d0] or [d0, d1] (d1 = 0 for 1-D). NULL + err if
+ * absent or mis-shaped. F32 data is used in place when aligned; otherwise widened/copied. */
+static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
+    const dmt_st_tensor *t = dmt_st_find(L->m->file, name);
+    if (!t) {
+        snprintf(L->err, L->errlen, "%s: missing tensor \"%s\"", L->path, name);
+        return NULL;
+    }
+    int want_nd = d1 ? 2 : 1;
+    if (t->ndim != want_nd || t->shape[0] != d0 || (d1 && t->shape[1] != d1)) {
+        char got[96] = "", want[64];
+        for (int i = 0; i < t->ndim; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (d1) snprintf(want, sizeof want, "%lld, %lld", (long long)d0, (long long)d1);
+        else snprintf(want, sizeof want, "%lld", (long long)d0);
+        snprintf(L->err, L->errlen, "%s: tensor \"%s\" has shape [%s], config.json implies [%s]", L->path, name,
+                 got, want);
+        return NULL;
+    }
+    L->used[t - dmt_st_tensor_at(L->m->file, 0)] = 1;
+    L->m->n_params += t->numel;
+    L->m->weight_bytes_file += t->nbytes;
+    L->m->weight_bytes_f32 += (size_t)t->numel * 4;
+    if (t->dtype == DMT_DTYPE_F32) {
+        L->n_f32++;
+        if (((uintptr_t)t->data & 3) == 0) return t->data;
+        float *copy = own(L->m, t->nbytes);
+        if (!copy) goto oom;
+        memcpy(copy, t->data, t->nbytes);
+        return copy;
+    }
+    float *wide = own(L->m, (size_t)t->numel * sizeof(float));
+    if (!wide) goto oom;
+    const unsigned char *src = t->data;
+    float (*widen)(uint16_t) = t->dtype == DMT_DTYPE_F16 ? dmt_f16_to_f32 : dmt_bf16_to_f32;
+    if (t->dtype == DMT_DTYPE_F16) L->n_f16++; else L->n_bf16++;
+    for (int64_t i = 0; i < t->numel; i++) wide[i] = widen((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+    return wide;
+oom:
+    snprintf(L->err, L->errlen, "%s: out of memory widening \"%s\"", L->path, name);
+    return NULL;
+}
+
+static int bind_linear(loader *L, dmt_linear *lin, const char *prefix, int out, int in, int has_bias) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (!(lin->weight = bind(L, name, out, in))) return -1;
+    lin->bias = NULL;
+    if (has_bias) {
+        snprintf(name, sizeof name, "%s.bias", prefix);
+        if (!(lin->bias = bind(L, name, out, 0))) return -1;
+    }
+    lin->out = out;
+    lin->in = in;
+    return 0;
+}
+
+static int bind_norm(loader *L, dmt_norm_weights *n, const char *prefix, int d) {
+    char name[160];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (!(n->weight = bind(L, name, d, 0))) return -1;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    if (!(n->bias = bind(L, name, d, 0))) return -1;
+    return 0;
+}
+
+static int bind_attention(loader *L, dmt_attention_weights *a, const char *prefix, int d) {
+    static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
+    dmt_linear *dst[] = {&a->q, &a->k, &a->v, &a->out};
+    char name[160];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, proj[i]);
+        if (bind_linear(L, dst[i], name, d, d, 1)) return -1;
+    }
+    return 0;
+}
+
+/* fairseq's sinusoidal table: row r = [sin(r f_i) | cos(r f_i)], f_i = exp(-i ln(1e4)/(half-1)). */
+static const float *sinusoid_table(dmt_model *m, int rows, int d) {
+    float *t = own(m, (size_t)rows * (size_t)d * sizeof(float));
+    if (!t) return NULL;
+    int half = d / 2;
+    double step = log(10000.0) / (half - 1);
+    for (int r = 0; r < rows; r++)
+        for (int i = 0; i < half; i++) {
+            double a = r * exp(-i * step);
+            t[(size_t)r * d + i] = (float)sin(a);
+            t[(size_t)r * d + half + i] = (float)cos(a);
+        }
+    return t;
+}
+
+static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_layers, float alpha,
+                      int is_decoder) {
+    const dmt_config *c = &L->m->cfg;
+    int d = c->d_model;
+    char name[160];
+    s->n_layers = n_layers;
+    s->alpha = alpha;
+    s->layers = own(L->m, (size_t)n_layers * sizeof *s->layers);
+    if (!s->layers) { snprintf(L->err, L->errlen, "out of memory"); return -1; }
+    memset(s->layers, 0, (size_t)n_layers * sizeof *s->layers);
+    int rows = c->max_positions + c->position_offset;
+    if (c->positions == DMT_POS_LEARNED) {
+        snprintf(name, sizeof name, "%s.embed_positions.weight", which);
+        if (!(s->positions = bind(L, name, rows, d))) return -1;
+    } else if (!(s->positions = sinusoid_table(L->m, rows, d))) {
+        snprintf(L->err, L->errlen, "out of memory");
+        return -1;
+    }
+    if (c->layernorm_embedding) {
+        snprintf(name, sizeof name, "%s.layernorm_embedding", which);
+        if (bind_norm(L, &s->layernorm_embedding, name, d)) return -1;
+    }
+    if (c->normalization == DMT_NORM_PRE) {
+        snprintf(name, sizeof name, "%s.layer_norm", which);
+        if (bind_norm(L, &s->layer_norm, name, d)) return -1;
+    }
+    for (int i = 0; i < n_layers; i++) {
+        dmt_layer_weights *w = &s->layers[i];
+        char p[96];
+        snprintf(p, sizeof p, "%s.layers.%d", which, i);
+#define SUB(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
+        if (bind_attention(L, &w->self_attn, SUB("self_attn"), d) ||
+            bind_norm(L, &w->self_attn_norm, SUB("self_attn_layer_norm"), d))
+            return -1;
+        if (is_decoder && (bind_attention(L, &w->cross_attn, SUB("encoder_attn"), d) ||
+                           bind_norm(L, &w->cross_attn_norm, SUB("encoder_attn_layer_norm"), d)))
+            return -1;
+        if (bind_linear(L, &w->fc1, SUB("fc1"), c->ffn_dim, d, 1) ||
+            bind_linear(L, &w->fc2, SUB("fc2"), d, c->ffn_dim, 1) ||
+            bind_norm(L, &w->final_norm, SUB("final_layer_norm"), d))
+            return -1;
+#undef SUB
+    }
+    return 0;
+}
+
+static int bind_all(loader *L) {
+    dmt_model *m = L->m;
+    const dmt_config *c = &m->cfg;
+    if (!(m->encoder.embed_tokens = bind(L, "encoder.embed_tokens.weight", c->vocab_size, c->d_model))) return -1;
+    if (c->share_embeddings) m->decoder.embed_tokens = m->encoder.embed_tokens;
+    else if (!(m->decoder.embed_tokens = bind(L, "decoder.embed_tokens.weight", c->vocab_size, c->d_model)))
+        return -1;
+    if (c->tie_output) m->output_projection = m->decoder.embed_tokens;
+    else if (!(m->output_projection = bind(L, "decoder.output_projection.weight", c->vocab_size, c->d_model)))
+        return -1;
+    if (bind_stack(L, &m->encoder, "encoder", c->encoder_layers, c->encoder_alpha, 0) ||
+        bind_stack(L, &m->decoder, "decoder", c->decoder_layers, c->decoder_alpha, 1))
+        return -1;
+    for (int i = 0; i < dmt_st_count(m->file); i++)
+        if (!L->used[i]) {
+            snprintf(L->err, L->errlen, "%s: unexpected tensor \"%s\" (not implied by config.json%s)", L->path,
+                     dmt_st_tensor_at(m->file, i)->name,
+                     c->share_embeddings || c->tie_output ? "; tied tensors are stored once" : "");
+            return -1;
+        }
+    const char *kinds[3] = {"F32", "F16", "BF16"};
+    int counts[3] = {L->n_f32, L->n_f16, L->n_bf16}, distinct = 0, last = 0;
+    for (int i = 0; i < 3; i++) if (counts[i]) { distinct++; last = i; }
+    snprintf(m->dtype_summary, sizeof m->dtype_summary, "%s", distinct > 1 ? "mixed" : kinds[last]);
+    return 0;
+}
+
+static int check_languages(dmt_model *m, char *err, size_t errlen) {
+    for (int i = 0; i < m->cfg.n_languages; i++) {
+        const dmt_language *l = &m->cfg.languages[i];
+        int id = dmt_tokenizer_piece_to_id(m->tokenizer, l->token);
+        if (id != l->id) {
+            snprintf(err, errlen, "config.json: language \"%s\": token \"%s\" has id %d in the tokenizer, config says %d",
+                     l->code, l->token, id, l->id);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, size_t errlen) {
+    char path[4096];
+    dmt_model *m = calloc(1, sizeof *m);
+    if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
+    struct stat sb;
+    if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s: not a model directory (config.json, model.safetensors, sentencepiece.model)", dir);
+        goto fail;
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (dmt_config_load(path, &m->cfg, err, errlen)) goto fail;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (!(m->file = dmt_st_open(path, err, errlen))) goto fail;
+    loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
+    L.used = calloc((size_t)dmt_st_count(m->file) + 1, 1);
+    if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
+    int rc = bind_all(&L);
+    free(L.used);
+    if (rc) goto fail;
+    if (!opts.ids_only) {
+        if (!(m->tokenizer = dmt_tokenizer_load(dir, m->cfg.vocab_size, m->cfg.unk_id, err, errlen))) goto fail;
+        if (check_languages(m, err, errlen)) goto fail;
+    }
+    return m;
+fail:
+    dmt_model_free(m);
+    return NULL;
+}
+
+void dmt_model_free(dmt_model *m) {
+    if (!m) return;
+    if (m->tokenizer) dmt_tokenizer_free(m->tokenizer);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    dmt_st_close(m->file);
+    free(m);
+}

@@ -1,0 +1,74 @@
+/* model.h — a loaded model: config, weights and tokenizer; read-only once loaded.
+ *
+ * A dmt_model is shared by every worker thread; per-worker buffers (activations,
+ * KV caches) live in a dmt_state (forward.h). Weight pointers are views into the
+ * mmap'd safetensors file (F32) or into buffers widened at load (F16/BF16).
+ */
+#ifndef DEEPMT_MODEL_MODEL_H
+#define DEEPMT_MODEL_MODEL_H
+
+#include <stddef.h>
+
+#include "model/config.h"
+
+struct dmt_tokenizer;
+
+typedef struct {
+    const float *weight; /* [out][in] */
+    const float *bias;   /* [out], NULL when the layer has none */
+    int out, in;
+} dmt_linear;
+
+typedef struct {
+    const float *weight, *bias; /* [d_model] gamma, beta */
+} dmt_norm_weights;
+
+typedef struct {
+    dmt_linear q, k, v, out;      /* {self_attn,encoder_attn}.{q,k,v,out}_proj */
+} dmt_attention_weights;
+
+typedef struct {
+    dmt_attention_weights self_attn;     /* layers.{i}.self_attn */
+    dmt_norm_weights self_attn_norm;       /* layers.{i}.self_attn_layer_norm */
+    dmt_attention_weights cross_attn;    /* layers.{i}.encoder_attn (decoder only) */
+    dmt_norm_weights cross_attn_norm;      /* layers.{i}.encoder_attn_layer_norm (decoder only) */
+    dmt_linear fc1;                      /* layers.{i}.fc1 [ffn, d] */
+    dmt_linear fc2;                      /* layers.{i}.fc2 [d, ffn] */
+    dmt_norm_weights final_norm;           /* layers.{i}.final_layer_norm */
+} dmt_layer_weights;
+
+typedef struct {
+    const float *embed_tokens;           /* {encoder,decoder}.embed_tokens.weight [vocab, d] */
+    const float *positions;              /* [max_positions + offset, d]: learned or sinusoid table */
+    dmt_norm_weights layernorm_embedding;  /* optional (weight NULL when absent) */
+    dmt_norm_weights layer_norm;           /* final norm, pre-LN only (weight NULL otherwise) */
+    dmt_layer_weights *layers;
+    int n_layers;
+    float alpha;                         /* residual scale (1 unless deepnorm) */
+} dmt_stack_weights;
+
+typedef struct dmt_model {
+    dmt_config cfg;
+    dmt_stack_weights encoder, decoder;
+    const float *output_projection;      /* [vocab, d]: decoder.output_projection or tied */
+    struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
+    /* load bookkeeping */
+    struct dmt_safetensors *file;
+    void **owned;                        /* widened copies and tables, freed with the model */
+    int n_owned, cap_owned;
+    size_t weight_bytes_file;            /* bytes of tensor data in the file */
+    size_t weight_bytes_f32;             /* bytes as F32 in memory */
+    long long n_params;
+    char dtype_summary[32];              /* "F16", "F32", "mixed" */
+} dmt_model;
+
+typedef struct {
+    int ids_only; /* 1: no sentencepiece.model needed (token-id use: tests, scoring) */
+} dmt_load_options;
+
+/* Loads MODEL_DIR/{config.json, model.safetensors, sentencepiece.model}, validating
+ * every tensor against the config. NULL with a message naming the file/tensor. */
+dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, size_t errlen);
+void dmt_model_free(dmt_model *m);
+
+#endif

@@ -1,0 +1,125 @@
+/* ops.c — kernels of the forward pass (see ops.h). */
+#include "model/ops.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+void dmt_matmul_strided(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin) {
+    float beta = 0.0f;
+    if (lin->bias) {
+        for (int i = 0; i < n; i++) memcpy(y + (size_t)i * ldy, lin->bias, (size_t)lin->out * sizeof(float));
+        beta = 1.0f;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, lin->out, lin->in, 1.0f, x, ldx, lin->weight,
+                lin->in, beta, y, ldy);
+}
+
+void dmt_matmul(float *y, const float *x, int n, const dmt_linear *lin) {
+    dmt_matmul_strided(y, lin->out, x, lin->in, n, lin);
+}
+
+static void norm_row(float *x, int d, const dmt_norm_weights *w, float eps) {
+    double mean = 0, var = 0;
+    for (int j = 0; j < d; j++) mean += x[j];
+    mean /= d;
+    for (int j = 0; j < d; j++) { double t = x[j] - mean; var += t * t; }
+    var /= d;
+    float inv = (float)(1.0 / sqrt(var + eps)), m = (float)mean;
+    for (int j = 0; j < d; j++) x[j] = (x[j] - m) * inv * w->weight[j] + w->bias[j];
+}
+
+void dmt_layer_norm(float *x, int n, int d, const dmt_norm_weights *w, float eps) {
+    for (int i = 0; i < n; i++) norm_row(x + (size_t)i * d, d, w, eps);
+}
+
+void dmt_residual_norm(float *x, const float *y, int n, int d, float alpha, const dmt_norm_weights *w, float eps) {
+    for (int i = 0; i < n; i++) {
+        float *r = x + (size_t)i * d;
+        const float *s = y + (size_t)i * d;
+        for (int j = 0; j < d; j++) r[j] = alpha * r[j] + s[j];
+        norm_row(r, d, w, eps);
+    }
+}
+
+void dmt_add(float *x, const float *y, long n) {
+    for (long i = 0; i < n; i++) x[i] += y[i];
+}
+
+void dmt_relu(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+}
+
+void dmt_gelu(float *x, long n) {
+    for (long i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
+}
+
+void dmt_softmax(float *x, int n, int len) {
+    for (int i = 0; i < n; i++) {
+        float *r = x + (size_t)i * len, mx = -FLT_MAX;
+        for (int j = 0; j < len; j++) mx = r[j] > mx ? r[j] : mx;
+        float sum = 0;
+        for (int j = 0; j < len; j++) { r[j] = expf(r[j] - mx); sum += r[j]; }
+        float inv = 1.0f / sum;
+        for (int j = 0; j < len; j++) r[j] *= inv;
+    }
+}
+
+void dmt_log_softmax(float *x, int n, int len) {
+    for (int i = 0; i < n; i++) {
+        float *r = x + (size_t)i * len, mx = -FLT_MAX;
+        for (int j = 0; j < len; j++) mx = r[j] > mx ? r[j] : mx;
+        double sum = 0;
+        for (int j = 0; j < len; j++) sum += expf(r[j] - mx);
+        float lse = mx + (float)log(sum);
+        for (int j = 0; j < len; j++) r[j] -= lse;
+    }
+}
+
+/* One query row against nk keys of one head: the decoder-step case, where a GEMM
+ * call costs more than the arithmetic. */
+static void attend_row(float *out, const float *q, const float *k, const float *v, int ldkv, int nk, int hd,
+                       float *p) {
+    float mx = -FLT_MAX;
+    for (int j = 0; j < nk; j++) {
+        const float *kr = k + (size_t)j * ldkv;
+        float s = 0;
+        for (int t = 0; t < hd; t++) s += q[t] * kr[t];
+        p[j] = s;
+        mx = s > mx ? s : mx;
+    }
+    float sum = 0;
+    for (int j = 0; j < nk; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+    float inv = 1.0f / sum;
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int j = 0; j < nk; j++) {
+        const float *vr = v + (size_t)j * ldkv;
+        float w = p[j] * inv;
+        for (int t = 0; t < hd; t++) out[t] += w * vr[t];
+    }
+}
+
+void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
+                   int nq, int nk, int heads, int d, int causal_offset, float *scratch) {
+    int hd = d / heads;
+    if (nq <= 2) {
+        for (int i = 0; i < nq; i++) {
+            int keys = causal_offset >= 0 && i + causal_offset + 1 < nk ? i + causal_offset + 1 : nk;
+            for (int h = 0; h < heads; h++)
+                attend_row(out + (size_t)i * ldo + h * hd, q + (size_t)i * ldq + h * hd, k + h * hd, v + h * hd,
+                           ldkv, keys, hd, scratch);
+        }
+        return;
+    }
+    for (int h = 0; h < heads; h++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hd, 1.0f, q + h * hd, ldq, k + h * hd, ldkv,
+                    0.0f, scratch, nk);
+        if (causal_offset >= 0)
+            for (int i = 0; i < nq; i++)
+                for (int j = i + causal_offset + 1; j < nk; j++) scratch[(size_t)i * nk + j] = -INFINITY;
+        dmt_softmax(scratch, nq, nk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, nk, 1.0f, scratch, nk, v + h * hd, ldkv,
+                    0.0f, out + h * hd, ldo);
+    }
+}

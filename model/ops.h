@@ -1,0 +1,43 @@
+/* ops.h — the numeric kernels of the forward pass: small, output-first, no allocation.
+ *
+ * All matrices are row-major float. Every matrix product goes through dmt_matmul
+ * (cblas_sgemm); the rest are plain loops the compiler vectorises.
+ */
+#ifndef DEEPMT_MODEL_OPS_H
+#define DEEPMT_MODEL_OPS_H
+
+#include "model/model.h"
+
+/* y[n][lin.out] = x[n][lin.in] * W^T + b. */
+void dmt_matmul(float *y, const float *x, int n, const dmt_linear *lin);
+
+/* y[n][out] = x[n][in] * W^T + b, ldx/ldy strides (in floats) for strided views. */
+void dmt_matmul_strided(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin);
+
+/* x[n][d] = LayerNorm(x) in place. */
+void dmt_layer_norm(float *x, int n, int d, const dmt_norm_weights *w, float eps);
+
+/* x[n][d] = LayerNorm(alpha * x + y) in place: the Post-LN / DeepNorm residual. */
+void dmt_residual_norm(float *x, const float *y, int n, int d, float alpha, const dmt_norm_weights *w, float eps);
+
+/* x += y over n values (the Pre-LN residual). */
+void dmt_add(float *x, const float *y, long n);
+
+void dmt_relu(float *x, long n);
+void dmt_gelu(float *x, long n); /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
+
+/* Softmax over each of n rows of length len, in place. */
+void dmt_softmax(float *x, int n, int len);
+
+/* Log-softmax over each of n rows of length len, in place. */
+void dmt_log_softmax(float *x, int n, int len);
+
+/* Multi-head attention for one sequence: for each head h,
+ *   out[:, h] = softmax(q[:, h] k[:, h]^T (+ causal mask)) v[:, h]
+ * q [nq][ldq], k, v [nk][ldkv] (heads side by side, head_dim = d / heads), out [nq][ldo].
+ * q must already be scaled by head_dim^-0.5. causal_offset >= 0 masks key j for query i
+ * when j > i + causal_offset; -1 means no mask. scratch holds nq * nk floats. */
+void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
+                   int nq, int nk, int heads, int d, int causal_offset, float *scratch);
+
+#endif

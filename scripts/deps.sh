@@ -1,0 +1,29 @@
+#!/bin/sh
+# Install the Debian packages deepmt needs, skipping those already present.
+# Usage: scripts/deps.sh [build|test|train]   (default: build)
+#   build  compiler, BLAS, HTTP, JSON and SentencePiece libraries
+#   test   build + curl and python3 (the integration tests drive the server over HTTP)
+#   train  test + Debian's PyTorch, numpy and sentencepiece for tools/ (golden files, training)
+set -eu
+profile=${1:-build}
+pkgs="gcc g++ make pkg-config libopenblas-dev libjansson-dev libmicrohttpd-dev libsentencepiece-dev"
+case "$profile" in
+  build) ;;
+  test)  pkgs="$pkgs curl python3" ;;
+  train) pkgs="$pkgs curl python3 python3-torch python3-numpy python3-sentencepiece" ;;
+  *) echo "deps.sh: unknown profile '$profile' (build, test or train)" >&2; exit 2 ;;
+esac
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+  echo "deps.sh: missing packages:$missing" >&2
+  echo "deps.sh: run as root, or install them with: sudo apt-get install$missing" >&2
+  exit 1
+fi
+echo "deps.sh: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,42 @@
+#!/bin/sh
+# Runs every test program and counts TAP lines ("ok", "not ok", "# SKIP").
+#   C tests:      $DEEPMT_BUILD/tests/test_*   (built from tests/c/test_*.c)
+#   Python tests: tests/py/test_*.py           (run with /usr/bin/python3, standard library)
+#   Shell tests:  tests/sh/test_*.sh
+# A program that exits non-zero without a "not ok" line counts as one failure.
+# Ends with "N passed, N failed" (and the skips); exits 1 when anything failed.
+# TESTS="pattern" runs only the programs whose path contains the pattern.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${DEEPMT_BUILD:-build}
+export DEEPMT_BUILD=$BUILD DEEPMT_BIN=$BUILD/deepmt
+PY=${PYTHON:-/usr/bin/python3}
+passed=0; failed=0; skipped=0; failed_programs=""
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+
+run_one() {  # $1 = label, rest = command
+    label=$1; shift
+    case "$label" in *"${TESTS:-}"*) ;; *) return ;; esac
+    echo "== $label"
+    start=$(date +%s)
+    "$@" >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    p=$(grep -c '^ok ' "$log" | tr -d ' ')
+    s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
+    f=$(grep -c '^not ok ' "$log" | tr -d ' ')
+    p=$((p - s))
+    if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; echo "not ok - $label exited with status $rc"; fi
+    passed=$((passed + p)); failed=$((failed + f)); skipped=$((skipped + s))
+    [ "$f" != 0 ] && failed_programs="$failed_programs $label"
+    echo "== $label: $p passed, $f failed, $s skipped ($(( $(date +%s) - start ))s)"
+}
+
+for t in "$BUILD"/tests/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
+for t in tests/py/test_*.py; do [ -f "$t" ] && run_one "$t" "$PY" "$t"; done
+for t in tests/sh/test_*.sh; do [ -f "$t" ] && run_one "$t" sh "$t"; done
+
+[ -n "$failed_programs" ] && echo "failed in:$failed_programs"
+echo "($skipped skipped)"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
