@@ -1,0 +1,43 @@
+/* translate.h — text in, text out: tokenizer + beam search for a batch of sentences.
+ *
+ * The caller decides what one batch is (the CLI sorts by length, the server's
+ * scheduler mixes requests and languages); this layer tokenizes, runs one beam
+ * search over all sentences that tokenized cleanly, and detokenizes. A sentence
+ * that cannot be translated (invalid UTF-8, too long) gets its own error and does
+ * not fail the others. Empty or whitespace-only input translates to "".
+ */
+#ifndef DEEPMT_MODEL_TRANSLATE_H
+#define DEEPMT_MODEL_TRANSLATE_H
+
+#include <stddef.h>
+
+#include "model/beam.h"
+#include "model/model.h"
+
+typedef struct {
+    const char *text;  /* one sentence of UTF-8 (not necessarily NUL-terminated) */
+    size_t len;
+    int target_id;     /* language token id (dmt_config_language(...)->id) */
+} dmt_translate_input;
+
+typedef struct {
+    char **texts;      /* n translations, best first; malloc'd */
+    float *scores;     /* their scores */
+    int n;
+    int src_tokens;    /* source pieces (without </s>) */
+    int out_tokens;    /* generated tokens of the best translation */
+    char error[256];   /* non-empty when this sentence failed; texts is then NULL */
+} dmt_translate_output;
+
+/* Translates n sentences with one beam search. 0 when the batch ran (individual
+ * sentences may still carry errors), -1 with a message for a batch-level failure
+ * (out of memory, no tokenizer loaded). Free each out[i] with dmt_translate_output_clear. */
+int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_input *in,
+                  const dmt_beam_options *opt, dmt_translate_output *out, char *err, size_t errlen);
+
+void dmt_translate_output_clear(dmt_translate_output *o);
+
+/* Longest source accepted, in pieces (max_positions minus room for </s>). */
+int dmt_translate_max_source_tokens(const dmt_model *m);
+
+#endif
