@@ -83,3 +83,12 @@ clean:
 	rm -rf $(BUILD)
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# ---- evaluation: serve $(MODEL) on a free local port, score Multi30k test_2016_flickr
+# in all directions (BLEU/chrF2 as sacreBLEU), stop the server. Report and hypotheses
+# in $(BUILD)/eval/. Logic in scripts/eval_default.sh; docs/evaluation.md.
+SHARED  ?= ../shared
+.PHONY: eval
+eval: deps
+	@$(MAKE) --no-print-directory $(BUILD)/deepmt
+	@BUILD=$(BUILD) MODEL=$(MODEL) SHARED=$(SHARED) PYTHON=$(PYTHON) scripts/eval_default.sh

@@ -1,0 +1,77 @@
+#!/bin/sh
+# make eval: serve a model on a free local port, evaluate it on Multi30k
+# test_2016_flickr in all directions (scripts/evaluate.py), stop the server, even
+# when something fails. Prints the table; writes $EVAL_OUT/report.json and one
+# hypothesis file a direction into $EVAL_OUT.
+#
+# Environment (defaults): BUILD (build), MODEL (models/default), SHARED (../shared),
+# PYTHON (/usr/bin/python3), EVAL_OUT ($BUILD/eval), EVAL_SPLIT (test_2016_flickr),
+# EVAL_DIRECTIONS (all), EVAL_READY_TIMEOUT (120 s). Extra arguments go to evaluate.py,
+# e.g. scripts/eval_default.sh --limit 100 --concurrency 8
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+MODEL=${MODEL:-models/default}
+SHARED=${SHARED:-../shared}
+PYTHON=${PYTHON:-/usr/bin/python3}
+EVAL_OUT=${EVAL_OUT:-$BUILD/eval}
+EVAL_SPLIT=${EVAL_SPLIT:-test_2016_flickr}
+EVAL_DIRECTIONS=${EVAL_DIRECTIONS:-all}
+EVAL_READY_TIMEOUT=${EVAL_READY_TIMEOUT:-120}
+BIN=$BUILD/deepmt
+DATA=$SHARED/data/multi30k
+
+die() { echo "eval: $*" >&2; exit 2; }
+[ -x "$BIN" ] || die "no server binary at $BIN (run make)"
+[ -d "$MODEL" ] || die "no model directory at $MODEL (set MODEL=...)"
+[ -d "$DATA" ] || die "no Multi30k data at $DATA (set SHARED=...; see docs/evaluation.md)"
+mkdir -p "$EVAL_OUT" || die "cannot create $EVAL_OUT"
+
+PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
+    || die "cannot find a free port"
+URL=http://127.0.0.1:$PORT
+LOG=$EVAL_OUT/server.log
+
+"$BIN" serve --model "$MODEL" --host 127.0.0.1 --port "$PORT" >"$LOG" 2>&1 &
+pid=$!
+
+stop_server() {
+    kill -0 "$pid" 2>/dev/null || return 0
+    kill -TERM "$pid" 2>/dev/null
+    i=0
+    while kill -0 "$pid" 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+        echo "eval: server did not stop within 30 s of SIGTERM; killing it" >&2
+        kill -KILL "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+}
+trap stop_server EXIT
+trap 'exit 130' INT TERM HUP
+
+echo "eval: serving $MODEL on $URL (log: $LOG)" >&2
+"$PYTHON" - "$URL" "$pid" "$EVAL_READY_TIMEOUT" <<'PY' || { tail -n 20 "$LOG" >&2; exit 1; }
+import os, sys, time, urllib.error, urllib.request
+url, pid, limit = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+deadline = time.monotonic() + limit
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        sys.exit("eval: the server exited before it was ready")
+    try:
+        with opener.open(url + "/ready", timeout=2) as r:
+            if r.status == 200:
+                sys.exit(0)
+    except (urllib.error.URLError, OSError):
+        pass
+    time.sleep(0.25)
+sys.exit(f"eval: {url}/ready did not answer 200 within {limit:.0f} s")
+PY
+
+"$PYTHON" scripts/evaluate.py --url "$URL" --multi30k "$DATA" --split "$EVAL_SPLIT" \
+    --directions "$EVAL_DIRECTIONS" --json "$EVAL_OUT/report.json" --hyp-dir "$EVAL_OUT" "$@"
+rc=$?
+[ $rc = 0 ] && echo "eval: report in $EVAL_OUT/report.json" >&2
+exit $rc

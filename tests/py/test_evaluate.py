@@ -1,0 +1,345 @@
+#!/usr/bin/python3
+"""scripts/evaluate.py against a fake LibreTranslate server started here (http.server
+in a thread): scores, hypothesis files, batching, retries, error messages and exit
+codes. TAP output."""
+
+import gzip
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(REPO, "scripts"))
+
+import tap  # noqa: E402
+import bleu  # noqa: E402
+
+EVALUATE = os.path.join(REPO, "scripts", "evaluate.py")
+LANGS = ["en", "de", "fr", "cs"]
+
+
+# --------------------------------------------------------------------------- fake server
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def _send(self, status, obj, headers=None):
+        body = json.dumps(obj).encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        srv = self.server
+        if self.path == "/languages" and srv.languages is not None:
+            self._send(200, [{"code": c, "name": c, "targets": [t for t in srv.languages if t != c]}
+                             for c in srv.languages])
+        else:
+            self._send(404, {"error": "Not Found"})
+
+    def do_POST(self):
+        srv = self.server
+        n = int(self.headers.get("Content-Length", "0"))
+        raw = self.rfile.read(n)
+        if self.path != "/translate":
+            return self._send(404, {"error": "Not Found"})
+        req = json.loads(raw)
+        with srv.lock:
+            srv.requests.append(req)
+            scripted = srv.script.pop(0) if srv.script else None
+        if scripted is not None:
+            status, obj, headers = scripted
+            return self._send(status, obj, headers)
+        out = [srv.translate(q, req["source"], req["target"]) for q in req["q"]]
+        if srv.drop_one and len(out) > 1:
+            out = out[:-1]
+        self._send(200, {"translatedText": out})
+
+
+class FakeServer:
+    """LibreTranslate look-alike. translate(text, src, tgt): table lookup, else upper."""
+
+    def __init__(self):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        h = self.httpd
+        h.lock = threading.Lock()
+        h.requests, h.script, h.table = [], [], {}
+        h.languages = list(LANGS)
+        h.drop_one = False
+        h.translate = lambda q, s, t: h.table.get(q, q.upper())
+        self.url = f"http://127.0.0.1:{h.server_address[1]}"
+        self.thread = threading.Thread(target=h.serve_forever, daemon=True)
+        self.thread.start()
+
+    def reset(self):
+        h = self.httpd
+        with h.lock:
+            h.requests.clear()
+            h.script.clear()
+            h.drop_one = False
+            h.languages = list(LANGS)
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+# --------------------------------------------------------------------------- helpers
+
+def run_eval(*args, timeout=120):
+    t0 = time.monotonic()
+    p = subprocess.run([sys.executable, EVALUATE, *args], capture_output=True, text=True,
+                       timeout=timeout)
+    p.elapsed = time.monotonic() - t0
+    return p
+
+
+def show(p):
+    return f"rc {p.returncode}\n--- stdout\n{p.stdout[-1500:]}\n--- stderr\n{p.stderr[-1500:]}"
+
+
+def write(path, lines, gz=False):
+    opener = gzip.open if gz else open
+    with opener(path, "wt", encoding="utf-8", newline="\n") as f:
+        f.writelines(line + "\n" for line in lines)
+
+
+def corpus(n, seed):
+    """n source sentences, references, and a degraded "translation" of each reference."""
+    rng = random.Random(seed)
+    words = ("Ein Mann fährt mit dem Fahrrad durch die Stadt . Zwei Hunde spielen im "
+             "Schnee , während Kinder lachen und ein Mädchen singt").split()
+    src, ref, hyp = [], [], []
+    for i in range(n):
+        r = " ".join(rng.choice(words) for _ in range(rng.randint(4, 14)))
+        toks = r.split()
+        h = " ".join(t for j, t in enumerate(toks) if j % 4 != 3 or rng.random() < 0.3)
+        src.append(f"source sentence {i}: " + " ".join(rng.choice(words).lower() for _ in range(5)))
+        ref.append(r)
+        hyp.append(h)
+    return src, ref, hyp
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def no_traceback(p):
+    return "Traceback" not in p.stderr and "Traceback" not in p.stdout
+
+
+# --------------------------------------------------------------------------- checks
+
+def check_scores(srv, tmp):
+    src, ref, expect = corpus(50, 1)
+    src[7] = ""                               # an empty source line is never sent
+    expect[7] = ""
+    srv.httpd.table = dict(zip(src, expect))
+    write(os.path.join(tmp, "s.en"), src)
+    write(os.path.join(tmp, "r.de"), ref)
+    rep, hyp_dir = os.path.join(tmp, "rep.json"), os.path.join(tmp, "hyps")
+    srv.reset()
+    p = run_eval("--src", os.path.join(tmp, "s.en"), "--ref", os.path.join(tmp, "r.de"),
+                 "--direction", "en-de", "--url", srv.url, "--batch-size", "3",
+                 "--concurrency", "4", "--json", rep, "--hyp-dir", hyp_dir, "--api-key", "k123")
+    tap.ok(p.returncode == 0 and no_traceback(p), "files mode runs against the fake server", show(p))
+    try:
+        with open(rep, encoding="utf-8") as f:
+            report = json.load(f)
+        row = report["directions"][0]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        tap.ok(False, "report is readable JSON with one direction", f"{e}\n{show(p)}")
+        return
+    want_b = bleu.corpus_bleu(expect, ref)
+    want_c = bleu.corpus_chrf(expect, ref)
+    tap.ok(0 < want_b["score"] < 100, "the fake translations give a non-trivial BLEU", want_b["score"])
+    tap.ok(abs(row["bleu"] - want_b["score"]) < 1e-9, "report BLEU equals bleu.py's for the same hyps",
+           f"report {row['bleu']}, bleu.py {want_b['score']}")
+    tap.ok(abs(row["chrf"] - want_c["score"]) < 1e-9, "report chrF equals bleu.py's",
+           f"report {row['chrf']}, bleu.py {want_c['score']}")
+    tap.ok(row["bleu_counts"] == want_b["counts"] and row["sentences"] == 50
+           and row["direction"] == "en-de", "report counts, sentences and direction", json.dumps(row))
+    hyp_file = os.path.join(hyp_dir, "en-de.hyp")
+    got = bleu.read_lines(hyp_file) if os.path.isfile(hyp_file) else None
+    tap.ok(got == expect, "hypothesis file is line-aligned and in order", f"{hyp_file}: {got and got[:3]}")
+    reqs = srv.httpd.requests
+    sizes = [len(r["q"]) for r in reqs]
+    sent = [q for r in reqs for q in r["q"]]
+    tap.ok(max(sizes) <= 3 and len(reqs) == 17 and "" not in sent and sorted(sent) == sorted(s for s in src if s),
+           "49 non-empty sentences sent in batches of at most 3", f"sizes {sizes}")
+    tap.ok(all(r.get("api_key") == "k123" and r["source"] == "en" and r["target"] == "de"
+               and r["format"] == "text" for r in reqs), "request body: source, target, format, api_key",
+           json.dumps(reqs[0])[:300] if reqs else "no request")
+    tap.ok(f"{want_b['score']:.2f}" in p.stdout and "en-de" in p.stdout and "sent/s" in p.stdout
+           and "BLEU|nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in p.stdout,
+           "table and signature printed", p.stdout)
+    tap.ok("50/50 sentences" in p.stderr and "ETA" in p.stderr, "progress on stderr", p.stderr[-500:])
+
+
+def check_retries(srv, tmp):
+    src, ref, _ = corpus(10, 2)
+    srv.httpd.table = {}
+    write(os.path.join(tmp, "s2.en"), src)
+    write(os.path.join(tmp, "r2.de"), ref)
+    base = ["--src", os.path.join(tmp, "s2.en"), "--ref", os.path.join(tmp, "r2.de"),
+            "--direction", "en-de", "--url", srv.url, "--batch-size", "10", "--quiet"]
+    rep = os.path.join(tmp, "rep2.json")
+    srv.reset()
+    srv.httpd.script = [(503, {"error": "queue full"}, {"Retry-After": "1"})]
+    p = run_eval(*base, "--json", rep)
+    try:
+        with open(rep, encoding="utf-8") as f:
+            row = json.load(f)["directions"][0]
+    except (OSError, ValueError, KeyError, IndexError):
+        row = {}
+    want = bleu.corpus_bleu([s.upper() for s in src], ref)["score"]
+    tap.ok(p.returncode == 0 and len(srv.httpd.requests) == 2 and row.get("retries") == 1
+           and abs(row.get("bleu", -1) - want) < 1e-9,
+           "503 then 200: retried once, scored", f"{show(p)}\nrequests {len(srv.httpd.requests)} row {row}")
+    tap.ok(p.elapsed >= 0.9, "Retry-After: 1 honoured", f"took {p.elapsed:.2f}s")
+
+    srv.reset()
+    srv.httpd.script = [(429, {"error": "slow down"}, {"Retry-After": "0"}),
+                        (502, {"error": "bad gateway"}, {})]
+    p = run_eval(*base)
+    tap.ok(p.returncode == 0 and len(srv.httpd.requests) == 3, "429 and 502 retried, then success",
+           f"{show(p)}\nrequests {len(srv.httpd.requests)}")
+
+    srv.reset()
+    srv.httpd.script = [(500, {"error": "model exploded"}, {"Retry-After": "0"})] * 10
+    p = run_eval(*base, "--retries", "2")
+    tap.ok(p.returncode == 1 and "model exploded" in p.stderr and "after 3 attempts" in p.stderr
+           and len(srv.httpd.requests) == 3 and no_traceback(p),
+           "persistent 500: bounded retries, error field shown, exit 1",
+           f"{show(p)}\nrequests {len(srv.httpd.requests)}")
+
+    srv.reset()
+    srv.httpd.script = [(400, {"error": "Invalid request: unsupported format"}, {})]
+    p = run_eval(*base)
+    tap.ok(p.returncode == 1 and "unsupported format" in p.stderr and "400" in p.stderr
+           and len(srv.httpd.requests) == 1 and no_traceback(p),
+           "400 error response: not retried, error field shown, exit 1", show(p))
+
+    srv.reset()
+    srv.httpd.drop_one = True
+    p = run_eval(*base)
+    tap.ok(p.returncode == 1 and "9 translations for 10 sentences" in p.stderr and no_traceback(p),
+           "wrong number of translations: clear error, exit 1", show(p))
+
+
+def check_errors(srv, tmp):
+    src, ref, _ = corpus(10, 3)
+    s, r = os.path.join(tmp, "s3.en"), os.path.join(tmp, "r3.de")
+    write(s, src)
+    write(r, ref[:9])
+    p = run_eval("--src", s, "--ref", r, "--direction", "en-de", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "line counts differ" in p.stderr and "10" in p.stderr
+           and "9" in p.stderr and no_traceback(p), "mismatched line counts: message, exit 2", show(p))
+    write(r, ref)
+    p = run_eval("--src", s, "--ref", r, "--direction", "en-de", "--url",
+                 f"http://127.0.0.1:{free_port()}")
+    tap.ok(p.returncode == 3 and "cannot reach the server" in p.stderr and no_traceback(p),
+           "unreachable server: message, exit 3", show(p))
+    p = run_eval("--src", s, "--ref", r, "--direction", "english-german", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "unknown direction" in p.stderr and no_traceback(p),
+           "malformed direction: message, exit 2", show(p))
+    srv.reset()
+    p = run_eval("--src", s, "--ref", r, "--direction", "en-ja", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "en-ja" in p.stderr and "does not offer" in p.stderr
+           and not srv.httpd.requests and no_traceback(p),
+           "direction the server lacks (per /languages): message, exit 2", show(p))
+    p = run_eval("--multi30k", tmp, "--directions", "en-xx", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "unknown language 'xx'" in p.stderr and no_traceback(p),
+           "unknown Multi30k language: message, exit 2", show(p))
+    p = run_eval("--src", os.path.join(tmp, "nope.en"), "--ref", r, "--direction", "en-de",
+                 "--url", srv.url)
+    tap.ok(p.returncode == 2 and "nope.en" in p.stderr and no_traceback(p),
+           "missing source file: message, exit 2", show(p))
+
+
+def check_multi30k(srv, tmp):
+    d = os.path.join(tmp, "m30k")
+    os.makedirs(d)
+    n = 12
+    data = {lang: [f"{lang} line {i} with some words" for i in range(n)] for lang in ("en", "de", "fr")}
+    for lang, lines in data.items():
+        write(os.path.join(d, f"test_x.{lang}.gz"), lines, gz=True)
+    # the fake "translates" a line of one language into the same line of the other
+    table = {}
+    for s in data:
+        for i in range(n):
+            table[data[s][i]] = f"translated {i}"
+    srv.httpd.table = table
+    rep, hyps = os.path.join(tmp, "m.json"), os.path.join(tmp, "mh")
+    srv.reset()
+    p = run_eval("--multi30k", d, "--split", "test_x", "--directions", "all", "--limit", "5",
+                 "--url", srv.url, "--json", rep, "--hyp-dir", hyps, "--quiet")
+    try:
+        with open(rep, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = {"directions": [], "skipped": []}
+    dirs = sorted(r["direction"] for r in report["directions"])
+    want = sorted(f"{a}-{b}" for a in data for b in data if a != b)
+    tap.ok(p.returncode == 0 and dirs == want, "Multi30k all: the 6 directions without cs run",
+           f"{dirs}\n{show(p)}")
+    skipped = sorted(x["direction"] for x in report["skipped"])
+    tap.ok(len(skipped) == 6 and all("cs" in x for x in skipped) and "skipping en-cs" in p.stderr,
+           "directions needing the absent cs file are skipped with a message", f"{skipped}\n{p.stderr}")
+    tap.ok(all(r["sentences"] == 5 for r in report["directions"])
+           and len(srv.httpd.requests) == 6, "--limit 5: five sentences a direction, one request each",
+           f"{[r['sentences'] for r in report['directions']]} requests {len(srv.httpd.requests)}")
+    rows = report["directions"]
+    mean = report.get("mean", {}).get("bleu")
+    tap.ok(rows and mean is not None and abs(mean - sum(r["bleu"] for r in rows) / len(rows)) < 1e-9
+           and "mean" in p.stdout, "mean BLEU over directions in report and table", f"{mean}\n{p.stdout}")
+    f = os.path.join(hyps, "test_x.de-fr.hyp")
+    got = bleu.read_lines(f) if os.path.isfile(f) else None
+    tap.ok(got == [f"translated {i}" for i in range(5)] and len(os.listdir(hyps)) == 6,
+           "one hypothesis file a direction", f"{got} {os.listdir(hyps) if os.path.isdir(hyps) else ''}")
+    srv.reset()
+    p = run_eval("--multi30k", d, "--split", "test_x", "--directions", "en-de,de-en", "--quiet",
+                 "--url", srv.url)
+    rows = [ln.split()[0] for ln in p.stdout.splitlines() if ln[:5] in ("en-de", "de-en")]
+    tap.ok(p.returncode == 0 and rows == ["en-de", "de-en"], "explicit directions in order", show(p))
+    p = run_eval("--multi30k", d, "--split", "nosuch", "--directions", "all", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "nothing to evaluate" in p.stderr and no_traceback(p),
+           "split with no files: message, exit 2", show(p))
+
+
+def main():
+    srv = FakeServer()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            check_scores(srv, tmp)
+            check_retries(srv, tmp)
+            check_errors(srv, tmp)
+            check_multi30k(srv, tmp)
+    finally:
+        srv.close()
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
