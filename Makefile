@@ -92,3 +92,12 @@ SHARED  ?= ../shared
 eval: deps
 	@$(MAKE) --no-print-directory $(BUILD)/deepmt
 	@BUILD=$(BUILD) MODEL=$(MODEL) SHARED=$(SHARED) PYTHON=$(PYTHON) scripts/eval_default.sh
+
+# ---- micro-benchmarks (bench/*.c -> build/bench/*); `make bench` runs the full report
+BENCH_SRC := $(wildcard bench/*.c)
+BENCH_BIN := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libdeepmt.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libdeepmt.a $(LDLIBS)
+bench-bin: $(BENCH_BIN)
+.PHONY: bench-bin
