@@ -169,6 +169,12 @@ static int parse_root(json_t *root, dmt_config *c, char *err, size_t errlen) {
         get_int(root, "unk_id", &c->unk_id, 0, err, errlen) ||
         get_int(root, "decoder_start_id", &c->decoder_start_id, 0, err, errlen))
         return -1;
+    /* Position tables are built at load (rows x d_model floats): keep them sane. */
+    if (c->max_positions > DMT_MAX_POSITIONS || c->position_offset > DMT_MAX_POSITIONS) {
+        snprintf(err, errlen, "config.json: \"max_positions\" %d / \"position_offset\" %d over the limit of %d",
+                 c->max_positions, c->position_offset, DMT_MAX_POSITIONS);
+        return -1;
+    }
     c->normalization = (dmt_norm_mode)norm;
     c->activation = (dmt_activation)act;
     c->positions = (dmt_position_kind)pos;
@@ -196,7 +202,8 @@ int dmt_config_parse(const char *json_text, dmt_config *cfg, char *err, size_t e
     json_error_t je;
     json_t *root = json_loads(json_text, JSON_REJECT_DUPLICATES, &je);
     if (!root) {
-        snprintf(err, errlen, "config.json: not valid JSON (line %d: %s)", je.line, je.text);
+        if (!je.text[0]) snprintf(err, errlen, "config.json: out of memory parsing it"); /* jansson: no text */
+        else snprintf(err, errlen, "config.json: not valid JSON (line %d: %s)", je.line, je.text);
         return -1;
     }
     int rc = parse_root(root, cfg, err, errlen);
@@ -210,7 +217,8 @@ int dmt_config_load(const char *path, dmt_config *cfg, char *err, size_t errlen)
     if (!root) {
         FILE *f = fopen(path, "r");
         if (!f) snprintf(err, errlen, "%s: cannot open (missing config.json?)", path);
-        else { fclose(f); snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path, je.line, je.text); }
+        else if (fclose(f), !je.text[0]) snprintf(err, errlen, "%s: out of memory parsing it", path);
+        else snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path, je.line, je.text);
         return -1;
     }
     int rc = parse_root(root, cfg, err, errlen);

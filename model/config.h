@@ -14,6 +14,7 @@ typedef enum { DMT_ACT_RELU, DMT_ACT_GELU } dmt_activation;
 typedef enum { DMT_POS_SINUSOIDAL, DMT_POS_LEARNED } dmt_position_kind;
 
 #define DMT_MAX_LANGUAGES 128
+#define DMT_MAX_POSITIONS 65536 /* longest sequence a config may declare */
 
 typedef struct {
     char code[16];   /* "de" */

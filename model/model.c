@@ -27,12 +27,12 @@ typedef struct {
 static void *own(dmt_model *m, size_t bytes) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **p = realloc(m->owned, (size_t)cap * sizeof *p);
+        void **p = dmt_st_fault_hit() ? NULL : realloc(m->owned, (size_t)cap * sizeof *p);
         if (!p) return NULL;
         m->owned = p;
         m->cap_owned = cap;
     }
-    void *buf = malloc(bytes ? bytes : 1);
+    void *buf = dmt_st_fault_hit() ? NULL : malloc(bytes ? bytes : 1);
     if (buf) m->owned[m->n_owned++] = buf;
     return buf;
 }
@@ -206,6 +206,11 @@ static int check_languages(dmt_model *m, char *err, size_t errlen) {
     for (int i = 0; i < m->cfg.n_languages; i++) {
         const dmt_language *l = &m->cfg.languages[i];
         int id = dmt_tokenizer_piece_to_id(m->tokenizer, l->token);
+        if (id < 0) {
+            snprintf(err, errlen, "config.json: language \"%s\": token \"%s\" is not in the tokenizer's vocabulary",
+                     l->code, l->token);
+            return -1;
+        }
         if (id != l->id) {
             snprintf(err, errlen, "config.json: language \"%s\": token \"%s\" has id %d in the tokenizer, config says %d",
                      l->code, l->token, id, l->id);
@@ -217,7 +222,7 @@ static int check_languages(dmt_model *m, char *err, size_t errlen) {
 
 dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, size_t errlen) {
     char path[4096];
-    dmt_model *m = calloc(1, sizeof *m);
+    dmt_model *m = dmt_st_fault_hit() ? NULL : calloc(1, sizeof *m);
     if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
     struct stat sb;
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
@@ -229,7 +234,7 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!(m->file = dmt_st_open(path, err, errlen))) goto fail;
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
-    L.used = calloc((size_t)dmt_st_count(m->file) + 1, 1);
+    L.used = dmt_st_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
     if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
     int rc = bind_all(&L);
     free(L.used);

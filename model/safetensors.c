@@ -21,6 +21,21 @@ struct dmt_safetensors {
     dmt_st_tensor *tensors;
 };
 
+/* Failure injection (see safetensors.h): per thread, off (-1) unless a test sets it. */
+static _Thread_local long fault_countdown = -1;
+
+void dmt_st_fault_after(long n) { fault_countdown = n; }
+
+int dmt_st_fault_hit(void) {
+    if (fault_countdown < 0) return 0;
+    if (fault_countdown == 0) return 1;
+    fault_countdown--;
+    return 0;
+}
+
+static void *fault_calloc(size_t n, size_t size) { return dmt_st_fault_hit() ? NULL : calloc(n, size); }
+static char *fault_strdup(const char *s) { return dmt_st_fault_hit() ? NULL : strdup(s); }
+
 const char *dmt_dtype_name(dmt_dtype d) {
     return d == DMT_DTYPE_F32 ? "F32" : d == DMT_DTYPE_F16 ? "F16" : "BF16";
 }
@@ -130,14 +145,19 @@ static int parse_header(dmt_safetensors *st, const char *path, const char *text,
                         uint64_t data_off, char *err, size_t errlen) {
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
-    if (!root || !json_is_object(root)) {
-        snprintf(err, errlen, "%s: header is not a JSON object (%s)", path, root ? "wrong type" : je.text);
+    if (!root) {
+        if (!je.text[0]) snprintf(err, errlen, "%s: out of memory parsing the header", path); /* jansson: no text */
+        else snprintf(err, errlen, "%s: header is not valid JSON (byte %d: %s)", path, je.position, je.text);
+        return -1;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errlen, "%s: header is not a JSON object", path);
         json_decref(root);
         return -1;
     }
     size_t n = json_object_size(root);
-    st->tensors = calloc(n ? n : 1, sizeof *st->tensors);
-    span *spans = calloc(n ? n : 1, sizeof *spans);
+    st->tensors = fault_calloc(n ? n : 1, sizeof *st->tensors);
+    span *spans = fault_calloc(n ? n : 1, sizeof *spans);
     int rc = -1;
     if (!st->tensors || !spans) { snprintf(err, errlen, "%s: out of memory", path); goto done; }
     const char *name;
@@ -148,7 +168,7 @@ static int parse_header(dmt_safetensors *st, const char *path, const char *text,
         dmt_st_tensor *t = &st->tensors[st->count];
         uint64_t b, en;
         if (parse_entry(path, name, e, data_size, t, &b, &en, err, errlen)) goto done;
-        t->name = strdup(name);
+        t->name = fault_strdup(name);
         if (!t->name) { snprintf(err, errlen, "%s: out of memory", path); goto done; }
         t->data = st->map + data_off + b;
         t->nbytes = (size_t)(en - b);
@@ -172,7 +192,7 @@ done:
 }
 
 dmt_safetensors *dmt_st_open(const char *path, char *err, size_t errlen) {
-    dmt_safetensors *st = calloc(1, sizeof *st);
+    dmt_safetensors *st = fault_calloc(1, sizeof *st);
     if (!st) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {

@@ -43,4 +43,13 @@ size_t dmt_dtype_size(dmt_dtype d);
 float dmt_f16_to_f32(uint16_t h);
 float dmt_bf16_to_f32(uint16_t h);
 
+/* Failure injection for tests (SQLite-style): after dmt_st_fault_after(n), the loader's
+ * next n allocations on this thread succeed and every later one fails, until
+ * dmt_st_fault_after(-1) (the default) turns it off. Covers the allocations in
+ * safetensors.c and model.c (not the tokenizer's, not jansson's: a test can route
+ * jansson's through dmt_st_fault_hit() with json_set_alloc_funcs). dmt_st_fault_hit()
+ * counts one allocation and returns 1 when it must fail. */
+void dmt_st_fault_after(long n);
+int dmt_st_fault_hit(void);
+
 #endif
