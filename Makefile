@@ -78,6 +78,7 @@ serve: deps
 
 golden: deps-train
 	$(PYTHON) tools/make_golden.py --out tests/fixtures/golden
+	$(PYTHON) tools/make_beam_golden.py --out tests/fixtures/beam --tiny-out tests/fixtures/tiny-model
 
 clean:
 	rm -rf $(BUILD)
@@ -101,3 +102,28 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libdeepmt.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libdeepmt.a $(LDLIBS)
 bench-bin: $(BENCH_BIN)
 .PHONY: bench-bin
+
+# -- training (tools/train.py, docs/training.md) ---------------------------------
+# make train    SentencePiece + multilingual training (en, de, fr, cs; 12 directions)
+#               for TRAIN_BUDGET (hours, or an end time HH:MM UTC), then export the
+#               best checkpoint to $(MODEL). Resume an interrupted run with
+#               `make train TRAIN_ARGS=--resume`. Needs python3-torch, python3-sentencepiece.
+DATA         ?= ../shared/data/multi30k
+RUN          ?= runs/main
+TRAIN_BUDGET ?= 2.5
+TRAIN_ARGS   ?=
+.PHONY: train
+train: deps-train
+	@mkdir -p $(RUN)
+	test -f runs/spm/spm.model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --out runs/spm/spm
+	nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --spm runs/spm/spm.model --run $(RUN) \
+	  --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) 2>&1 | tee -a $(RUN)/train.log
+	$(PYTHON) tools/train.py export --run $(RUN) --out $(MODEL)
+
+# ---- containers: build docker/Dockerfile with podman (installed when missing), run it,
+# then 2 replicas behind nginx (docker/compose.yaml); TAP output. Takes minutes, needs
+# root and podman, so it is not part of `make test`. scripts/docker_test.sh;
+# docs/deployment.md.
+.PHONY: docker-test
+docker-test:
+	@scripts/docker_test.sh

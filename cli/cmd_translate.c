@@ -1,3 +1,439 @@
+/* cmd_translate.c — `deepmt translate`: one sentence a line in, translations out.
+ *
+ * Reads every line first (stdin or --input), tokenizes each once to check it and
+ * count its pieces (bad lines are reported now, by line number, and skipped), sorts
+ * the rest longest first, cuts them into batches of --batch-size sentences and lets
+ * --workers threads, each with its own dmt_state, take batches in turn (by default
+ * one worker per core, each with a single-threaded BLAS). Output
+ * comes in input order once everything is done: --nbest lines per input line
+ * (best first), each "score<TAB>text" with --scores; a failed or empty line still
+ * gets its lines (empty), so output line i*N+r always belongs to input line i.
+ * Exit status: 0, 1 when any line failed (the rest are translated) or the model
+ * cannot be used, 2 for a usage error. docs/decoding.md documents the options.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli/commands.h"
-int cmd_translate(int argc, char **argv) { fprintf(stderr, "deepmt translate: not built yet\n"); return 1; }
+#include "model/beam.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/translate.h"
+#include "tokenizer/tokenizer.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: deepmt translate -m MODEL_DIR --target LANG [options] [< input] [> output]\n"
+            "\n"
+            "Translates one sentence a line. Output is in input order: N lines per input\n"
+            "line with --nbest N, best first; failed and empty lines give empty lines.\n"
+            "\n"
+            "  -m, --model DIR          model directory (config.json, model.safetensors, sentencepiece.model)\n"
+            "  -t, --target LANG        target language code, e.g. de\n"
+            "  -i, --input FILE         read FILE instead of stdin (shows progress on stderr)\n"
+            "  -o, --output FILE        write FILE instead of stdout\n"
+            "  -b, --beam N             beam size (default: the model's decoding.beam_size)\n"
+            "  -n, --nbest N            translations per line, 1 <= N <= beam (default 1)\n"
+            "      --scores             write \"score<TAB>translation\" (length-normalised log-probability)\n"
+            "      --length-penalty X   score = sum of log-probs / length^X (default: the model's)\n"
+            "      --max-len-a A        at most A * source tokens + B target tokens (defaults: the model's)\n"
+            "      --max-len-b B\n"
+            "      --min-len N          no end of sentence before N target tokens (default: the model's)\n"
+            "      --no-repeat-ngram N  no n-gram of N tokens twice in a translation (0 = off)\n"
+            "      --batch-size N       sentences per batch (default 32)\n"
+            "      --threads N          CPU threads in all (default: the number of cores)\n"
+            "      --workers W          decoding threads, each taking whole batches (default: --threads);\n"
+            "                           each gets threads/W BLAS threads (so by default one)\n"
+            "  -q, --quiet              no progress or summary on stderr\n"
+            "      --progress           progress and summary on stderr also when reading stdin\n"
+            "  -h, --help               this help\n"
+            "\n"
+            "Exit status: 0; 1 when a line failed (too long, invalid UTF-8: reported on stderr\n"
+            "with its line number, the other lines are still translated) or the model cannot be\n"
+            "loaded; 2 for bad options.\n");
+}
+
+typedef struct {
+    char *text;
+    size_t len;
+    int pieces;   /* source pieces; -1 when the line failed its check */
+    char *out;    /* formatted output lines (malloc'd), NULL until translated */
+    char *error;  /* malloc'd message when the line failed */
+} line;
+
+typedef struct {
+    const dmt_model *m;
+    dmt_beam_options opt;
+    int target_id, batch_size, scores;
+    line *lines;
+    int *order, n_order;        /* lines to translate, longest first */
+    int next, n_batches;        /* next batch to take */
+    pthread_mutex_t mu;
+    /* progress */
+    int show, tty, done_lines, total_lines;
+    long long done_tokens;
+    double t0, last_print;
+    char fatal[512];
+} job;
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_int(const char *s, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_float(const char *s, float *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) return -1;
+    *out = (float)v;
+    return 0;
+}
+
+/* Reads all lines of f (without '\n' and a '\r' before it). -1 on a read error. */
+static int read_lines(FILE *f, line **out, int *n) {
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t got;
+    int cap_lines = 0;
+    *out = NULL;
+    *n = 0;
+    while ((got = getline(&buf, &cap, f)) >= 0) {
+        size_t len = (size_t)got;
+        if (len && buf[len - 1] == '\n') len--;
+        if (len && buf[len - 1] == '\r') len--;
+        if (*n == cap_lines) {
+            cap_lines = cap_lines ? 2 * cap_lines : 1024;
+            line *p = realloc(*out, (size_t)cap_lines * sizeof *p);
+            if (!p) break;
+            *out = p;
+        }
+        line *l = &(*out)[(*n)++];
+        memset(l, 0, sizeof *l);
+        l->text = malloc(len + 1);
+        if (!l->text) { (*n)--; break; }
+        memcpy(l->text, buf, len);
+        l->text[len] = '\0';
+        l->len = len;
+    }
+    free(buf);
+    return ferror(f) || !feof(f) ? -1 : 0;
+}
+
+static void progress(job *J, int final) {
+    if (!J->show) return;
+    double t = now(), dt = t - J->t0;
+    if (!final && !J->tty && t - J->last_print < 10.0) return;
+    if (!final && J->tty && t - J->last_print < 0.2) return;
+    J->last_print = t;
+    double sps = dt > 0 ? J->done_lines / dt : 0;
+    if (final) {
+        fprintf(stderr, "%s%d lines in %.1f s: %.1f sentences/s, %.1f target tokens/s\n", J->tty ? "\r\033[K" : "",
+                J->done_lines, dt, sps, dt > 0 ? J->done_tokens / dt : 0);
+    } else {
+        fprintf(stderr, "%s%d/%d lines, %.1f sentences/s%s", J->tty ? "\r\033[K" : "", J->done_lines,
+                J->total_lines, sps, J->tty ? "" : "\n");
+    }
+    fflush(stderr);
+}
+
+/* "text\n" or "score\ttext\n" for each of nbest translations (padding with empty ones). */
+static char *format_output(const job *J, const dmt_translate_output *o) {
+    size_t need = 1;
+    for (int r = 0; r < o->n; r++) need += strlen(o->texts[r]) + 32;
+    need += (size_t)J->opt.nbest * 32;
+    char *s = malloc(need), *p = s;
+    if (!s) return NULL;
+    for (int r = 0; r < J->opt.nbest; r++) {
+        const char *text = r < o->n ? o->texts[r] : "";
+        if (J->scores) {
+            if (r < o->n) p += sprintf(p, "%.6f\t", o->scores[r]);
+            else p += sprintf(p, "-inf\t");
+        }
+        for (; *text; text++) *p++ = *text == '\n' || *text == '\r' ? ' ' : *text; /* one line each */
+        *p++ = '\n';
+    }
+    *p = '\0';
+    return s;
+}
+
+static void *worker(void *arg) {
+    job *J = arg;
+    char err[512];
+    dmt_state *s = dmt_state_new(J->m);
+    dmt_translate_input *in = malloc((size_t)J->batch_size * sizeof *in);
+    dmt_translate_output *out = malloc((size_t)J->batch_size * sizeof *out);
+    if (!s || !in || !out) {
+        pthread_mutex_lock(&J->mu);
+        snprintf(J->fatal, sizeof J->fatal, "out of memory");
+        pthread_mutex_unlock(&J->mu);
+        goto done;
+    }
+    for (;;) {
+        pthread_mutex_lock(&J->mu);
+        int b = J->fatal[0] ? J->n_batches : J->next++;
+        pthread_mutex_unlock(&J->mu);
+        if (b >= J->n_batches) break;
+        int first = b * J->batch_size, n = J->n_order - first < J->batch_size ? J->n_order - first : J->batch_size;
+        for (int j = 0; j < n; j++) {
+            line *l = &J->lines[J->order[first + j]];
+            in[j] = (dmt_translate_input){l->text, l->len, J->target_id};
+        }
+        if (dmt_translate(J->m, s, n, in, &J->opt, out, err, sizeof err)) {
+            pthread_mutex_lock(&J->mu);
+            snprintf(J->fatal, sizeof J->fatal, "%s", err);
+            pthread_mutex_unlock(&J->mu);
+            break;
+        }
+        long long tokens = 0;
+        for (int j = 0; j < n; j++) {
+            line *l = &J->lines[J->order[first + j]];
+            if (out[j].error[0]) l->error = strdup(out[j].error);
+            else {
+                l->out = format_output(J, &out[j]);
+                tokens += out[j].out_tokens;
+                if (!l->out) l->error = strdup("out of memory");
+            }
+            dmt_translate_output_clear(&out[j]);
+        }
+        pthread_mutex_lock(&J->mu);
+        J->done_lines += n;
+        J->done_tokens += tokens;
+        progress(J, 0);
+        pthread_mutex_unlock(&J->mu);
+    }
+done:
+    free(in);
+    free(out);
+    dmt_state_free(s);
+    return NULL;
+}
+
+static const line *sort_lines;
+static int by_length_desc(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    int px = sort_lines[x].pieces, py = sort_lines[y].pieces;
+    if (px != py) return px > py ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Checks and measures every line; reports the bad ones. The number of bad lines. */
+static int check_lines(const dmt_model *m, line *lines, int n) {
+    int maxsrc = dmt_translate_max_source_tokens(m), bad = 0;
+    int32_t *ids = malloc((size_t)maxsrc * sizeof *ids);
+    char err[256];
+    for (int i = 0; i < n; i++) {
+        lines[i].pieces = ids ? dmt_tokenizer_encode(m->tokenizer, lines[i].text, lines[i].len, ids, maxsrc, err, sizeof err)
+                              : -1;
+        if (lines[i].pieces < 0) {
+            fprintf(stderr, "deepmt translate: line %d: %s\n", i + 1, ids ? err : "out of memory");
+            lines[i].error = strdup(err);
+            bad++;
+        }
+    }
+    free(ids);
+    return bad;
+}
+
+static void list_languages(const dmt_config *c) {
+    fprintf(stderr, "deepmt translate: this model translates into:");
+    for (int i = 0; i < c->n_languages; i++)
+        fprintf(stderr, "%s %s (%s)", i ? "," : "", c->languages[i].code, c->languages[i].name);
+    fprintf(stderr, "%s\n", c->n_languages ? "" : " (none: config.json lists no languages)");
+}
+
+typedef struct {
+    const char *model, *target, *input, *output;
+    int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
+    float length_penalty, max_len_a;
+    int set_lp, set_a, set_b, set_min, set_ngram;
+} args;
+
+/* 0, 1 for --help, -1 for a usage error (message printed). */
+static int parse_args(int argc, char **argv, args *a) {
+    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS };
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
+        {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
+        {"beam", required_argument, 0, 'b'}, {"nbest", required_argument, 0, 'n'},
+        {"scores", no_argument, 0, O_SCORES}, {"length-penalty", required_argument, 0, O_LP},
+        {"max-len-a", required_argument, 0, O_A}, {"max-len-b", required_argument, 0, O_B},
+        {"min-len", required_argument, 0, O_MIN}, {"no-repeat-ngram", required_argument, 0, O_NGRAM},
+        {"batch-size", required_argument, 0, O_BATCH}, {"threads", required_argument, 0, O_THREADS},
+        {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
+        {"progress", no_argument, 0, O_PROGRESS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    *a = (args){.nbest = 1, .batch_size = 32};
+    int c, li = -1;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":m:t:i:o:b:n:qh", opts, &li)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'm': a->model = optarg; break;
+        case 't': a->target = optarg; break;
+        case 'i': a->input = optarg; break;
+        case 'o': a->output = optarg; break;
+        case 'b': bad = parse_int(optarg, 1, DMT_BEAM_MAX_SIZE, &a->beam); break;
+        case 'n': bad = parse_int(optarg, 1, DMT_BEAM_MAX_SIZE, &a->nbest); break;
+        case O_SCORES: a->scores = 1; break;
+        case O_LP: bad = parse_float(optarg, &a->length_penalty); a->set_lp = 1; break;
+        case O_A: bad = parse_float(optarg, &a->max_len_a); a->set_a = 1; break;
+        case O_B: bad = parse_int(optarg, 0, 1000000, &a->max_len_b); a->set_b = 1; break;
+        case O_MIN: bad = parse_int(optarg, 0, 1000000, &a->min_len); a->set_min = 1; break;
+        case O_NGRAM: bad = parse_int(optarg, 0, 1000000, &a->ngram); a->set_ngram = 1; break;
+        case O_BATCH: bad = parse_int(optarg, 1, 100000, &a->batch_size); break;
+        case O_THREADS: bad = parse_int(optarg, 1, 1024, &a->threads); break;
+        case O_WORKERS: bad = parse_int(optarg, 1, 1024, &a->workers); break;
+        case 'q': a->quiet = 1; break;
+        case O_PROGRESS: a->show_progress = 1; break;
+        case 'h': return 1;
+        case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -1;
+        default: fprintf(stderr, "deepmt translate: unknown option '%s'\n", argv[optind - 1]); return -1;
+        }
+        if (bad) {
+            for (int k = 0; li < 0 && opts[k].name; k++)
+                if (opts[k].val == c) li = k;
+            fprintf(stderr, "deepmt translate: bad value '%s' for --%s\n", optarg, opts[li].name);
+            return -1;
+        }
+        li = -1;
+    }
+    if (optind < argc) { fprintf(stderr, "deepmt translate: unexpected argument '%s'\n", argv[optind]); return -1; }
+    if (!a->model) { fprintf(stderr, "deepmt translate: -m MODEL_DIR is required\n"); return -1; }
+    if (!a->target) { fprintf(stderr, "deepmt translate: --target LANG is required\n"); return -1; }
+    return 0;
+}
+
+/* Runs the batches on `workers` threads (the calling thread is one of them). */
+static void run_workers(job *J, int workers) {
+    pthread_t *t = calloc((size_t)workers, sizeof *t);
+    int started = 0;
+    for (int w = 1; t && w < workers; w++)
+        if (pthread_create(&t[w], NULL, worker, J) == 0) started = w;
+        else break;
+    worker(J);
+    for (int w = 1; w <= started; w++) pthread_join(t[w], NULL);
+    free(t);
+}
+
+/* Writes every line's output in input order; failed lines get empty lines. */
+static int write_output(FILE *f, const char *name, const job *J, const line *lines, int n) {
+    for (int i = 0; i < n; i++) {
+        if (lines[i].out) fputs(lines[i].out, f);
+        else
+            for (int r = 0; r < J->opt.nbest; r++) fputs(J->scores ? "-inf\t\n" : "\n", f);
+    }
+    if (fflush(f) == 0 && !ferror(f)) return 0;
+    fprintf(stderr, "deepmt translate: writing %s failed\n", name);
+    return -1;
+}
+
+int cmd_translate(int argc, char **argv) {
+    args a;
+    int pa = parse_args(argc, argv, &a);
+    if (pa) {
+        usage(pa > 0 ? stdout : stderr);
+        return pa > 0 ? 0 : 2;
+    }
+    char err[512];
+    struct stat st;
+    if (stat(a.model, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "deepmt translate: model directory '%s' not found\n", a.model);
+        return 1;
+    }
+    dmt_model *m = dmt_model_load(a.model, (dmt_load_options){0}, err, sizeof err);
+    if (!m) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
+    int rc = 1, n = 0, bad = 0;
+    line *lines = NULL;
+    FILE *out = NULL;
+    job J = {.m = m, .batch_size = a.batch_size, .scores = a.scores};
+    pthread_mutex_init(&J.mu, NULL);
+    const dmt_language *lang = dmt_config_language(&m->cfg, a.target);
+    if (!lang) {
+        fprintf(stderr, "deepmt translate: unknown target language '%s'\n", a.target);
+        list_languages(&m->cfg);
+        goto done;
+    }
+    J.target_id = lang->id;
+    J.opt = dmt_beam_options_default(&m->cfg);
+    if (a.beam) J.opt.beam_size = a.beam;
+    J.opt.nbest = a.nbest;
+    if (a.set_lp) J.opt.length_penalty = a.length_penalty;
+    if (a.set_a) J.opt.max_len_a = a.max_len_a;
+    if (a.set_b) J.opt.max_len_b = a.max_len_b;
+    if (a.set_min) J.opt.min_len = a.min_len;
+    if (a.set_ngram) J.opt.no_repeat_ngram_size = a.ngram;
+    if (dmt_beam_options_check(&J.opt, err, sizeof err)) {
+        fprintf(stderr, "deepmt translate: %s\n", err);
+        rc = 2;
+        goto done;
+    }
+    FILE *in = a.input ? fopen(a.input, "r") : stdin;
+    if (!in) { fprintf(stderr, "deepmt translate: %s: %s\n", a.input, strerror(errno)); goto done; }
+    int read_failed = read_lines(in, &lines, &n);
+    if (a.input) fclose(in);
+    if (read_failed) { fprintf(stderr, "deepmt translate: reading %s failed\n", a.input ? a.input : "stdin"); goto done; }
+    out = a.output ? fopen(a.output, "w") : stdout; /* now, not after hours of work */
+    if (!out) { fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno)); goto done; }
+
+    /* Workers over batches beat BLAS threads inside each matrix product on small
+     * models and busy machines (docs/decoding.md, "Threads"), so that is the default. */
+    int threads = a.threads ? a.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    int workers = a.workers ? a.workers : threads;
+    openblas_set_num_threads(threads / workers > 0 ? threads / workers : 1);
+    bad = check_lines(m, lines, n);
+    J.order = malloc((size_t)(n ? n : 1) * sizeof *J.order);
+    if (!J.order) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
+    for (int i = 0; i < n; i++)
+        if (lines[i].pieces >= 0) J.order[J.n_order++] = i;
+    sort_lines = lines;
+    qsort(J.order, (size_t)J.n_order, sizeof *J.order, by_length_desc);
+    J.lines = lines;
+    J.n_batches = (J.n_order + a.batch_size - 1) / a.batch_size;
+    J.show = !a.quiet && (a.input || a.show_progress) && n > 0;
+    J.tty = isatty(STDERR_FILENO);
+    J.total_lines = J.n_order;
+    J.t0 = J.last_print = now();
+    run_workers(&J, workers < J.n_batches ? workers : (J.n_batches > 0 ? J.n_batches : 1));
+    if (J.fatal[0]) { fprintf(stderr, "%sdeepmt translate: %s\n", J.show && J.tty ? "\n" : "", J.fatal); goto done; }
+    progress(&J, 1);
+    for (int i = 0; i < n; i++)
+        if (lines[i].pieces >= 0 && lines[i].error) {  /* failed inside translation */
+            fprintf(stderr, "deepmt translate: line %d: %s\n", i + 1, lines[i].error);
+            bad++;
+        }
+    if (write_output(out, a.output ? a.output : "stdout", &J, lines, n)) goto done;
+    if (bad) fprintf(stderr, "deepmt translate: %d of %d lines failed (empty output lines)\n", bad, n);
+    rc = bad ? 1 : 0;
+done:
+    if (out && a.output && fclose(out) != 0 && rc == 0) {
+        fprintf(stderr, "deepmt translate: writing %s failed\n", a.output);
+        rc = 1;
+    }
+    for (int i = 0; i < n; i++) { free(lines[i].text); free(lines[i].out); free(lines[i].error); }
+    free(lines);
+    free(J.order);
+    pthread_mutex_destroy(&J.mu);
+    dmt_model_free(m);
+    return rc;
+}

@@ -1,4 +1,5 @@
-/* beam.h — batched beam search over token ids (DESIGN.md "Beam search").
+/* beam.h — batched beam search over token ids (DESIGN.md "Beam search";
+ * docs/decoding.md has the rules in full).
  *
  * B sentences x k beams advance together, one dmt_decode_step per output position
  * for all live hypotheses. Each sentence may force its own first token (the target
@@ -10,6 +11,24 @@
  * Scores: a hypothesis' score is the sum of the log-probabilities of its scored
  * tokens (generated tokens and the final </s>; the forced token is not scored),
  * divided by (number of scored tokens)^length_penalty.
+ *
+ * The rules, step t = 1, 2, ... (t = number of the token being generated):
+ *   - <pad> and <s> are never generated; </s> only when t > min_len; with
+ *     no_repeat_ngram_size n, a token that would repeat an n-gram of the generated
+ *     tokens (forced token excluded) is not generated.
+ *   - candidates: the 2k best (beam sum + log-prob) over k beams x vocab, best
+ *     first; at t = 1 the k beams are one, so only beam 0's candidates count.
+ *   - a </s> candidate among the first k finishes a hypothesis (until the sentence
+ *     has k finished); the first k other candidates are the next step's beams.
+ *   - a sentence stops when it has k finished hypotheses (fairseq's early stop: a
+ *     live beam that might still overtake them after length normalisation is not
+ *     waited for), when no beam is left, or after step max_len, where its live
+ *     beams become hypotheses as they are (no </s>, t scored tokens).
+ *   - max_len = min(floor(max_len_a * src_len + max_len_b), room left in
+ *     max_positions), at least 1, where src_len counts the source's </s> (as the
+ *     src_len argument does).
+ *   - n-best: finished and cut-off hypotheses sorted by score, best first (equal
+ *     scores: the one that finished first).
  */
 #ifndef DEEPMT_MODEL_BEAM_H
 #define DEEPMT_MODEL_BEAM_H
@@ -19,11 +38,13 @@
 
 #include "model/forward.h"
 
+#define DMT_BEAM_MAX_SIZE 64 /* largest beam_size accepted */
+
 typedef struct {
     int beam_size;            /* k >= 1; 1 is greedy */
-    float length_penalty;     /* exponent of the length normalisation */
-    float max_len_a;          /* at most a * src_len + b generated tokens (</s> included) */
-    int max_len_b;
+    float length_penalty;     /* exponent of the length normalisation, in [-10, 10] (0: none) */
+    float max_len_a;          /* at most a * src_len + b generated tokens (</s> included), */
+    int max_len_b;            /*   src_len counting the source's </s> */
     int min_len;              /* </s> is not allowed before this many generated tokens */
     int nbest;                /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
     int no_repeat_ngram_size; /* 0 = off; else no n-gram of this size appears twice */
@@ -43,13 +64,18 @@ typedef struct {
 
 typedef struct {
     dmt_hypothesis *hyps; /* best first; malloc'd */
-    int n;
+    int n;                /* nbest, fewer only when fewer hypotheses with a finite score exist */
+    float min_gap;        /* diagnostic: the smallest score gap among the candidates and the
+                           * n-best ranks that decided this list (INFINITY when none); below
+                           * ~1e-5 another engine's rounding may pick differently */
 } dmt_nbest;
 
 /* Translates n sentences at once. src[i] holds src_len[i] ids ending in </s>;
- * forced[i] is the token forced after the decoder start (a language id), or -1.
+ * forced[i] is the token forced after the decoder start (a language id), or -1
+ * for none (forced may be NULL: none for all).
  * out[i] receives opt->nbest hypotheses, best first (free with dmt_nbest_clear).
- * 0, or -1 with a message (out is then left empty). */
+ * 0, or -1 with a message (out is then left empty). Allocates once per call, not
+ * per step. */
 int dmt_beam_search(dmt_state *s, int n, const int32_t *const *src, const int *src_len, const int *forced,
                     const dmt_beam_options *opt, dmt_nbest *out, char *err, size_t errlen);
 

@@ -60,6 +60,8 @@ void dmt_state_free(dmt_state *s) {
     free(s);
 }
 
+const dmt_model *dmt_state_model(const dmt_state *s) { return s->m; }
+
 /* Work buffers for `rows` activation rows whose attention spans up to `keys` keys. */
 static int reserve_work(dmt_state *s, size_t rows, size_t score_rows, size_t keys) {
     const dmt_config *c = &s->m->cfg;

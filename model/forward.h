@@ -24,6 +24,9 @@ typedef struct dmt_state dmt_state;
 dmt_state *dmt_state_new(const dmt_model *m);
 void dmt_state_free(dmt_state *s);
 
+/* The model a state was made for. */
+const dmt_model *dmt_state_model(const dmt_state *s);
+
 /* Encodes n sentences; src[i] holds src_len[i] ids (</s> included, no padding).
  * 0, or -1 with a message (empty sentence, id out of range, too long, out of memory). */
 int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_len, char *err, size_t errlen);

@@ -1,0 +1,397 @@
+/* beam.c — batched beam search (beam.h has the rules, docs/decoding.md the why).
+ *
+ * Layout: the sentences still decoding ("active") sit in the state's hypothesis
+ * rows in order, k rows each; row a*k + j is beam j of active sentence a. A beam
+ * with score -inf is an empty slot (all beams but beam 0 before the first step, or
+ * a sentence with fewer than k live candidates): its row is still fed, but it never
+ * yields a candidate. Each step writes the next layout into the other half of the
+ * double-buffered histories and scores, then dmt_decode_reorder gathers the KV
+ * cache to match; sentences that stopped are simply not carried over.
+ *
+ * tools/dmt/beam.py is the same search written plainly, one sentence at a time.
+ */
+#include "model/beam.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+dmt_beam_options dmt_beam_options_default(const dmt_config *cfg) {
+    const dmt_decoding_defaults *d = &cfg->decoding;
+    return (dmt_beam_options){.beam_size = d->beam_size,
+                              .length_penalty = d->length_penalty,
+                              .max_len_a = d->max_len_a,
+                              .max_len_b = d->max_len_b,
+                              .min_len = d->min_len,
+                              .nbest = 1,
+                              .no_repeat_ngram_size = d->no_repeat_ngram_size};
+}
+
+int dmt_beam_options_check(const dmt_beam_options *o, char *err, size_t errlen) {
+    const char *bad = NULL;
+    if (o->beam_size < 1 || o->beam_size > DMT_BEAM_MAX_SIZE) bad = "beam_size must be between 1 and %d";
+    else if (!(o->length_penalty >= -10.0f && o->length_penalty <= 10.0f))
+        bad = "length_penalty must be a number between -10 and 10";
+    else if (!(o->max_len_a >= 0.0f && o->max_len_a <= 1000.0f)) bad = "max_len_a must be a number between 0 and 1000";
+    else if (o->max_len_b < 0 || o->max_len_b > 1000000) bad = "max_len_b must be between 0 and 1000000";
+    else if (o->min_len < 0 || o->min_len > 1000000) bad = "min_len must be between 0 and 1000000";
+    else if (o->nbest < 1 || o->nbest > o->beam_size) bad = "nbest must be between 1 and beam_size";
+    else if (o->no_repeat_ngram_size < 0 || o->no_repeat_ngram_size > 1000000)
+        bad = "no_repeat_ngram_size must be between 0 and 1000000 (0 = off)";
+    if (!bad) return 0;
+    snprintf(err, errlen, bad, DMT_BEAM_MAX_SIZE);
+    return -1;
+}
+
+void dmt_nbest_clear(dmt_nbest *nb) {
+    if (!nb) return;
+    for (int i = 0; nb->hyps && i < nb->n; i++) free(nb->hyps[i].tokens);
+    free(nb->hyps);
+    nb->hyps = NULL;
+    nb->n = 0;
+}
+
+/* ------------------------------------------------------------------ state -- */
+
+typedef struct {
+    float score; /* beam sum + log-prob */
+    int32_t tok;
+    int beam;    /* beam index within the sentence */
+} cand;
+
+typedef struct {
+    float score; /* length-normalised */
+    int len;     /* generated tokens (no </s>) */
+    int seq;     /* insertion order: ties go to the earlier one */
+} pooled;
+
+typedef struct {
+    const dmt_model *m;
+    dmt_beam_options o;
+    int n, k, V, L;             /* sentences, beam, vocab, longest max_len */
+    /* per sentence */
+    int *plen, *max_len;        /* prefix length (1 or 2), max generated tokens */
+    int32_t *prefix;            /* [n][2] decoder start, forced token */
+    int *n_pool, *n_fin;        /* pooled hypotheses, of which finished with </s> */
+    pooled *pool;               /* [n][2k] */
+    int32_t *pool_tok;          /* [n][2k][L] */
+    float *gap;                 /* [n] smallest decision gap so far */
+    int *active;                /* [n] sentence index of each active slot */
+    /* per row (n*k), double-buffered */
+    int32_t *hist[2];           /* [n*k][L] generated tokens */
+    float *cum[2];              /* [n*k] beam sums */
+    int32_t *feed;              /* [n*k] tokens fed this step */
+    int *parent;                /* [n*k] next row -> current row */
+    float *lp;                  /* [n*k][V] log-probs */
+    cand *lists;                /* [k][2k+1] each beam's best candidates */
+    int *count, *head;          /* [k] list lengths, merge positions */
+    cand *merged;               /* [2k+1] the step's best candidates, in order */
+} search;
+
+static void search_free(search *S) {
+    void *all[] = {S->plen, S->max_len, S->prefix, S->n_pool, S->n_fin, S->pool, S->pool_tok, S->gap,
+                   S->active, S->hist[0], S->hist[1], S->cum[0], S->cum[1], S->feed, S->parent, S->lp,
+                   S->lists, S->count, S->head, S->merged};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+}
+
+/* floor(a * src_len + b), capped by the positions left after the prefix, at least 1. */
+static int max_length(const dmt_beam_options *o, int src_len, int plen, int max_positions) {
+    double x = floor((double)o->max_len_a * src_len + o->max_len_b);
+    double room = (double)max_positions - plen + 1;
+    if (x > room) x = room;
+    return x < 1 ? 1 : (int)x;
+}
+
+static float normalise(float total, int len, float lp) {
+    return (float)((double)total / pow((double)len, (double)lp));
+}
+
+static int search_init(search *S, const dmt_model *m, int n, const int *src_len, const int *forced,
+                       const dmt_beam_options *o) {
+    memset(S, 0, sizeof *S);
+    const dmt_config *c = &m->cfg;
+    S->m = m;
+    S->o = *o;
+    S->n = n;
+    S->k = o->beam_size;
+    S->V = c->vocab_size;
+    size_t k = (size_t)S->k, rows = (size_t)n * k;
+    S->plen = malloc((size_t)n * sizeof *S->plen);
+    S->max_len = malloc((size_t)n * sizeof *S->max_len);
+    S->prefix = malloc((size_t)n * 2 * sizeof *S->prefix);
+    if (!S->plen || !S->max_len || !S->prefix) return -1;
+    S->L = 1;
+    for (int i = 0; i < n; i++) {
+        S->prefix[2 * i] = c->decoder_start_id;
+        S->prefix[2 * i + 1] = forced ? forced[i] : -1;
+        S->plen[i] = S->prefix[2 * i + 1] >= 0 ? 2 : 1;
+        S->max_len[i] = max_length(o, src_len[i], S->plen[i], c->max_positions);
+        if (S->max_len[i] > S->L) S->L = S->max_len[i];
+    }
+    size_t L = (size_t)S->L;
+    S->n_pool = calloc((size_t)n, sizeof *S->n_pool);
+    S->n_fin = calloc((size_t)n, sizeof *S->n_fin);
+    S->pool = malloc((size_t)n * 2 * k * sizeof *S->pool);
+    S->pool_tok = malloc((size_t)n * 2 * k * L * sizeof *S->pool_tok);
+    S->gap = malloc((size_t)n * sizeof *S->gap);
+    S->active = malloc((size_t)n * sizeof *S->active);
+    S->feed = malloc(rows * sizeof *S->feed);
+    S->parent = malloc(rows * sizeof *S->parent);
+    S->lp = malloc(rows * (size_t)S->V * sizeof *S->lp);
+    S->lists = malloc(k * (2 * k + 1) * sizeof *S->lists);
+    S->count = malloc(k * sizeof *S->count);
+    S->head = malloc(k * sizeof *S->head);
+    S->merged = malloc((2 * k + 1) * sizeof *S->merged);
+    for (int b = 0; b < 2; b++) {
+        S->hist[b] = malloc(rows * L * sizeof *S->hist[b]);
+        S->cum[b] = malloc(rows * sizeof *S->cum[b]);
+        if (!S->hist[b] || !S->cum[b]) return -1;
+    }
+    if (!S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap || !S->active || !S->feed || !S->parent ||
+        !S->lp || !S->lists || !S->count || !S->head || !S->merged)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        S->gap[i] = INFINITY;
+        S->active[i] = i;
+        for (int j = 0; j < S->k; j++) S->cum[0][(size_t)i * k + j] = j == 0 ? 0.0f : -INFINITY;
+    }
+    return 0;
+}
+
+/* --------------------------------------------------------------- one step -- */
+
+/* Masks what may not come next on one beam: <pad>, <s>, </s> before min_len, and
+ * tokens that would repeat an n-gram of hist[0..g). */
+static void mask_row(const search *S, float *row, const int32_t *hist, int g, int t) {
+    const dmt_config *c = &S->m->cfg;
+    if (c->pad_id != c->eos_id) row[c->pad_id] = -INFINITY;
+    if (c->bos_id != c->eos_id) row[c->bos_id] = -INFINITY;
+    if (t <= S->o.min_len) row[c->eos_id] = -INFINITY;
+    int ng = S->o.no_repeat_ngram_size;
+    if (ng <= 0 || g < ng - 1) return;
+    const int32_t *tail = hist + g - (ng - 1);
+    for (int j = 0; j + ng - 1 < g; j++)
+        if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) row[hist[j + ng - 1]] = -INFINITY;
+}
+
+/* The best `cap` candidates of one beam into top[] (best first); their count.
+ * Tokens are scanned in increasing order, so an equal score never displaces. */
+static int row_candidates(const search *S, cand *top, const float *row, float cum, int beam, int cap) {
+    int n = 0;
+    for (int v = 0; v < S->V; v++) {
+        float sc = cum + row[v];
+        if (!(sc > -INFINITY)) continue;                  /* masked (also NaN) */
+        if (n == cap && !(sc > top[n - 1].score)) continue;
+        int p = n < cap ? n++ : cap - 1;
+        while (p > 0 && top[p - 1].score < sc) { top[p] = top[p - 1]; p--; }
+        top[p] = (cand){sc, v, beam};
+    }
+    return n;
+}
+
+/* Candidate order: higher score, then lower token id, then lower beam index. */
+static int cand_before(const cand *x, const cand *y) {
+    if (x->score != y->score) return x->score > y->score;
+    if (x->tok != y->tok) return x->tok < y->tok;
+    return x->beam < y->beam;
+}
+
+/* Merges the k per-beam lists (each best first) into S->merged, keeping the best
+ * `cap`; their count. */
+static int merge_candidates(search *S, int cap) {
+    int k = S->k, width = 2 * k + 1, n = 0;
+    for (int j = 0; j < k; j++) S->head[j] = 0;
+    while (n < cap) {
+        const cand *best = NULL;
+        int from = -1;
+        for (int j = 0; j < k; j++) {
+            if (S->head[j] >= S->count[j]) continue;
+            const cand *c = &S->lists[(size_t)j * width + S->head[j]];
+            if (!best || cand_before(c, best)) { best = c; from = j; }
+        }
+        if (!best) break;
+        S->merged[n++] = *best;
+        S->head[from]++;
+    }
+    return n;
+}
+
+static void add_to_pool(search *S, int i, const int32_t *tokens, int len, float total, int t) {
+    int p = S->n_pool[i]++;
+    size_t slot = (size_t)i * 2 * S->k + p;
+    S->pool[slot] = (pooled){normalise(total, t, S->o.length_penalty), len, p};
+    memcpy(S->pool_tok + slot * S->L, tokens, (size_t)len * sizeof *tokens);
+}
+
+/* One generation step of active sentence a (sentence i), generating token t. Writes
+ * its next beams to rows na*k.. of the other buffer; 1 when the sentence stopped. */
+static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
+    int k = S->k, V = S->V, eos = S->m->cfg.eos_id, nxt = !cur;
+    size_t L = (size_t)S->L, r0 = (size_t)a * k, w0 = (size_t)na * k;
+    for (int j = 0; j < k; j++) {
+        size_t r = r0 + j;
+        float cum = S->cum[cur][r];
+        S->count[j] = 0;
+        if (!(cum > -INFINITY)) continue; /* empty slot */
+        float *row = S->lp + r * V;
+        mask_row(S, row, S->hist[cur] + r * L, t - 1, t);
+        S->count[j] = row_candidates(S, S->lists + (size_t)j * (2 * k + 1), row, cum, j, 2 * k + 1);
+    }
+    int nc = merge_candidates(S, 2 * k + 1); /* one past the 2k, for the gap at the edge */
+    for (int r = 0; r + 1 < nc && r < 2 * k; r++) {
+        float g = S->merged[r].score - S->merged[r + 1].score;
+        if (g < S->gap[i]) S->gap[i] = g;
+    }
+    int live = 0;
+    for (int r = 0; r < nc && r < 2 * k; r++) {
+        const cand *c = &S->merged[r];
+        const int32_t *h = S->hist[cur] + (r0 + c->beam) * L;
+        if (c->tok == eos) {
+            if (r < k && S->n_fin[i] < k) {
+                add_to_pool(S, i, h, t - 1, c->score, t);
+                S->n_fin[i]++;
+            }
+        } else if (live < k) {
+            size_t w = w0 + live++;
+            S->parent[w] = (int)(r0 + c->beam);
+            memcpy(S->hist[nxt] + w * L, h, (size_t)(t - 1) * sizeof *h);
+            S->hist[nxt][w * L + t - 1] = c->tok;
+            S->cum[nxt][w] = c->score;
+        }
+    }
+    int stop = S->n_fin[i] >= k || live == 0;
+    if (!stop && t == S->max_len[i]) {
+        for (int l = 0; l < live; l++)
+            add_to_pool(S, i, S->hist[nxt] + (w0 + l) * L, t, S->cum[nxt][w0 + l], t);
+        stop = 1;
+    }
+    if (stop) return 1;
+    for (int l = live; l < k; l++) { /* empty slots: fed </s>, never expanded */
+        size_t w = w0 + l;
+        S->parent[w] = (int)r0;
+        S->hist[nxt][w * L + t - 1] = eos;
+        S->cum[nxt][w] = -INFINITY;
+    }
+    return 0;
+}
+
+/* ----------------------------------------------------------------- output -- */
+
+static int pool_cmp_r(const pooled *x, const pooled *y) {
+    if (x->score != y->score) return x->score > y->score ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Sorts sentence i's pool and copies the best into out (buffers allocated up front). */
+static void finish_sentence(search *S, int i, dmt_nbest *out) {
+    pooled *p = S->pool + (size_t)i * 2 * S->k;
+    int n = S->n_pool[i];
+    for (int a = 1; a < n; a++) { /* insertion sort: n <= 2k, stable with the seq key anyway */
+        pooled x = p[a];
+        int b = a;
+        while (b > 0 && pool_cmp_r(&x, &p[b - 1]) < 0) { p[b] = p[b - 1]; b--; }
+        p[b] = x;
+    }
+    int keep = n < S->o.nbest ? n : S->o.nbest;
+    for (int r = 0; r < keep && r + 1 < n; r++) {
+        float g = p[r].score - p[r + 1].score;
+        if (g < S->gap[i]) S->gap[i] = g;
+    }
+    for (int r = 0; r < keep; r++) {
+        dmt_hypothesis *h = &out->hyps[r];
+        h->n_tokens = p[r].len;
+        h->score = p[r].score;
+        memcpy(h->tokens, S->pool_tok + ((size_t)i * 2 * S->k + p[r].seq) * S->L, (size_t)p[r].len * sizeof *h->tokens);
+    }
+    for (int r = keep; r < out->n; r++) free(out->hyps[r].tokens); /* fewer than nbest exist */
+    out->n = keep;
+    out->min_gap = S->gap[i];
+}
+
+/* out[i] with room for nbest hypotheses of max_len[i] tokens; n counts the
+ * allocated ones until finish_sentence sets the real count. */
+static int alloc_outputs(const search *S, dmt_nbest *out) {
+    for (int i = 0; i < S->n; i++) {
+        out[i] = (dmt_nbest){0};
+        out[i].hyps = calloc((size_t)S->o.nbest, sizeof *out[i].hyps);
+        if (!out[i].hyps) return -1;
+        for (int r = 0; r < S->o.nbest; r++) {
+            out[i].hyps[r].tokens = malloc((size_t)S->max_len[i] * sizeof(int32_t));
+            if (!out[i].hyps[r].tokens) return -1;
+            out[i].n = r + 1;
+        }
+    }
+    return 0;
+}
+
+/* The tokens every row is fed at decoder step s: the prefix, then its last token. */
+static void fill_feed(search *S, int n_act, int s, int cur) {
+    size_t L = (size_t)S->L;
+    for (int a = 0; a < n_act; a++) {
+        int i = S->active[a];
+        for (int j = 0; j < S->k; j++) {
+            size_t r = (size_t)a * S->k + j;
+            S->feed[r] = s < S->plen[i] ? S->prefix[2 * i + s] : S->hist[cur][r * L + s - S->plen[i]];
+        }
+    }
+}
+
+int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *src_len, const int *forced,
+                    const dmt_beam_options *opt, dmt_nbest *out, char *err, size_t errlen) {
+    const dmt_model *m = NULL;
+    if (n < 0) { snprintf(err, errlen, "beam search: negative sentence count %d", n); return -1; }
+    if (dmt_beam_options_check(opt, err, errlen)) return -1;
+    if (n == 0) return 0;
+    for (int i = 0; i < n; i++) out[i] = (dmt_nbest){0};
+    if (dmt_encode(st, n, src, src_len, err, errlen)) return -1;
+    m = dmt_state_model(st);
+    for (int i = 0; forced && i < n; i++)
+        if (forced[i] < -1 || forced[i] >= m->cfg.vocab_size) {
+            snprintf(err, errlen, "sentence %d: forced token %d is outside the vocabulary", i, forced[i]);
+            return -1;
+        }
+    search S;
+    int rc = -1, k = opt->beam_size;
+    if (search_init(&S, m, n, src_len, forced, opt) || alloc_outputs(&S, out)) {
+        snprintf(err, errlen, "out of memory for beam search over %d sentences x %d beams", n, k);
+        goto done;
+    }
+    int steps = 0;
+    for (int i = 0; i < n; i++)
+        if (S.plen[i] + S.max_len[i] - 1 > steps) steps = S.plen[i] + S.max_len[i] - 1;
+    for (int r = 0; r < n * k; r++) S.parent[r] = r / k; /* hypothesis -> source */
+    if (dmt_decode_begin(st, n * k, S.parent, steps, err, errlen)) goto done;
+    int cur = 0, n_act = n;
+    for (int s = 0; n_act > 0; s++) {
+        fill_feed(&S, n_act, s, cur);
+        if (dmt_decode_step(st, S.feed, S.lp)) {
+            snprintf(err, errlen, "beam search: decoder step %d failed", s);
+            goto done;
+        }
+        int na = 0;
+        for (int a = 0; a < n_act; a++) {
+            int i = S.active[a];
+            if (s < S.plen[i] - 1) { /* still reading the prefix: rows stay as they are */
+                for (int j = 0; j < k; j++) {
+                    size_t w = (size_t)na * k + j, r = (size_t)a * k + j;
+                    S.parent[w] = (int)r;
+                    S.cum[!cur][w] = S.cum[cur][r];
+                }
+                S.active[na++] = i;
+                continue;
+            }
+            if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) finish_sentence(&S, i, &out[i]);
+            else S.active[na++] = i;
+        }
+        if (na > 0) dmt_decode_reorder(st, na * k, S.parent);
+        n_act = na;
+        cur = !cur;
+    }
+    rc = 0;
+done:
+    if (rc) for (int i = 0; i < n; i++) dmt_nbest_clear(&out[i]);
+    search_free(&S);
+    return rc;
+}

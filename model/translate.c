@@ -1,0 +1,123 @@
+/* translate.c — text in, text out: tokenize, one beam search, detokenize (translate.h).
+ *
+ * Language tokens in user text: the SentencePiece model holds each language token
+ * (__de__) as a user-defined piece, so typing "__de__" would put a real language
+ * token into the source. Any language-token id in an encoded source (a piece of the
+ * form __xx__, or an id config.json lists as a language) becomes unk_id instead.
+ */
+#include "model/translate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tokenizer/tokenizer.h"
+
+int dmt_translate_max_source_tokens(const dmt_model *m) { return m->cfg.max_positions - 1; }
+
+void dmt_translate_output_clear(dmt_translate_output *o) {
+    if (!o) return;
+    for (int i = 0; o->texts && i < o->n; i++) free(o->texts[i]);
+    free(o->texts);
+    free(o->scores);
+    o->texts = NULL;
+    o->scores = NULL;
+    o->n = 0;
+}
+
+/* "__xx__" with a code of letters, digits, '_' or '-' (the tokenizer's rule). */
+static int is_language_piece(const char *p) {
+    size_t n = p ? strlen(p) : 0;
+    if (n < 5 || strncmp(p, "__", 2) != 0 || strcmp(p + n - 2, "__") != 0) return 0;
+    for (size_t i = 2; i < n - 2; i++) {
+        unsigned char c = (unsigned char)p[i];
+        int alnum = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
+        if (!alnum && !((c == '_' || c == '-') && i != 2 && i != n - 3)) return 0;
+    }
+    return 1;
+}
+
+static int is_language_id(const dmt_model *m, int32_t id) {
+    for (int l = 0; l < m->cfg.n_languages; l++)
+        if (m->cfg.languages[l].id == id) return 1;
+    return is_language_piece(dmt_tokenizer_id_to_piece(m->tokenizer, id));
+}
+
+/* Fills o with the single translation "" (empty input). */
+static int empty_translation(dmt_translate_output *o) {
+    o->texts = calloc(1, sizeof *o->texts);
+    o->scores = calloc(1, sizeof *o->scores);
+    if (!o->texts || !o->scores || !(o->texts[0] = strdup(""))) return -1;
+    o->n = 1;
+    return 0;
+}
+
+/* n-best token lists -> texts. -1 on failure (message in o->error). */
+static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o) {
+    o->texts = calloc((size_t)(nb->n ? nb->n : 1), sizeof *o->texts);
+    o->scores = calloc((size_t)(nb->n ? nb->n : 1), sizeof *o->scores);
+    if (!o->texts || !o->scores) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+    for (int r = 0; r < nb->n; r++) {
+        if (dmt_tokenizer_decode(m->tokenizer, nb->hyps[r].tokens, nb->hyps[r].n_tokens, &o->texts[r], o->error,
+                                 sizeof o->error) < 0)
+            return -1;
+        o->scores[r] = nb->hyps[r].score;
+        o->n = r + 1;
+    }
+    if (nb->n == 0) { snprintf(o->error, sizeof o->error, "no translation found"); return -1; }
+    o->out_tokens = nb->hyps[0].n_tokens;
+    return 0;
+}
+
+int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_input *in,
+                  const dmt_beam_options *opt, dmt_translate_output *out, char *err, size_t errlen) {
+    if (!m->tokenizer) { snprintf(err, errlen, "translate: the model was loaded without its tokenizer"); return -1; }
+    if (dmt_beam_options_check(opt, err, errlen)) return -1;
+    if (n <= 0) return n == 0 ? 0 : (snprintf(err, errlen, "translate: negative sentence count"), -1);
+    for (int i = 0; i < n; i++) memset(&out[i], 0, sizeof out[i]);
+    const dmt_config *c = &m->cfg;
+    int maxsrc = dmt_translate_max_source_tokens(m), rc = -1, nb = 0;
+    int32_t *ids = malloc((size_t)n * (maxsrc + 1) * sizeof *ids);
+    int32_t **rows = malloc((size_t)n * sizeof *rows);
+    int *len = malloc((size_t)n * sizeof *len), *forced = malloc((size_t)n * sizeof *forced);
+    int *which = malloc((size_t)n * sizeof *which);
+    dmt_nbest *best = calloc((size_t)n, sizeof *best);
+    if (!ids || !rows || !len || !forced || !which || !best) { snprintf(err, errlen, "out of memory"); goto done; }
+    for (int i = 0; i < n; i++) {
+        dmt_translate_output *o = &out[i];
+        int32_t *row = ids + (size_t)i * (maxsrc + 1);
+        if (in[i].target_id < -1 || in[i].target_id >= c->vocab_size) {
+            snprintf(o->error, sizeof o->error, "target language token %d is outside the vocabulary", in[i].target_id);
+            continue;
+        }
+        int k = dmt_tokenizer_encode(m->tokenizer, in[i].text, in[i].len, row, maxsrc, o->error, sizeof o->error);
+        if (k < 0) continue;
+        o->src_tokens = k;
+        if (k == 0) {
+            if (empty_translation(o)) { snprintf(err, errlen, "out of memory"); goto done; }
+            continue;
+        }
+        for (int t = 0; t < k; t++)
+            if (is_language_id(m, row[t])) row[t] = c->unk_id;
+        row[k] = c->eos_id;
+        rows[nb] = row;
+        len[nb] = k + 1;
+        forced[nb] = in[i].target_id;
+        which[nb++] = i;
+    }
+    if (nb > 0 && dmt_beam_search(s, nb, (const int32_t *const *)rows, len, forced, opt, best, err, errlen)) goto done;
+    for (int j = 0; j < nb; j++) {
+        dmt_translate_output *o = &out[which[j]];
+        if (detokenize(m, &best[j], o)) {
+            dmt_translate_output_clear(o);
+            if (!o->error[0]) snprintf(o->error, sizeof o->error, "detokenization failed");
+        }
+    }
+    rc = 0;
+done:
+    for (int j = 0; j < nb; j++) dmt_nbest_clear(&best[j]);
+    if (rc)
+        for (int i = 0; i < n; i++) dmt_translate_output_clear(&out[i]);
+    free(ids); free(rows); free(len); free(forced); free(which); free(best);
+    return rc;
+}

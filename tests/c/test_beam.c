@@ -1,0 +1,503 @@
+/* test_beam.c — beam search (model/beam.c) and text translation (model/translate.c).
+ *
+ * Golden: every folder under tests/fixtures/beam/ is a model plus beam.json
+ * (tools/make_beam_golden.py): one batch of sources of very different lengths with
+ * mixed forced languages, and the PyTorch reference's n-best lists for beam 1, 4, 8,
+ * length penalties, min/max length and no-repeat-ngram. Tokens must match exactly,
+ * scores within the file's tolerance.
+ *
+ * Properties: greedy = argmax decoding by hand; a sentence alone = the same sentence
+ * in a batch of 32 (agreement rate printed; a difference must be a near-tie);
+ * n-best sorted and distinct; min_len, max_len, no-repeat-ngram respected; bad
+ * options refused. Translate: text in, text out on tests/fixtures/tiny-model.
+ */
+#include <dirent.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/beam.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/translate.h"
+#include "tests/c/check.h"
+#include "tests/c/fixtures.h"
+
+typedef struct {
+    int n;
+    int32_t **src;
+    int *len, *forced;
+} batch;
+
+static void batch_free(batch *b) {
+    for (int i = 0; i < b->n; i++) free(b->src[i]);
+    free(b->src); free(b->len); free(b->forced);
+    *b = (batch){0};
+}
+
+static void batch_alloc(batch *b, int n) {
+    b->n = n;
+    b->src = calloc((size_t)n, sizeof *b->src);
+    b->len = calloc((size_t)n, sizeof *b->len);
+    b->forced = calloc((size_t)n, sizeof *b->forced);
+}
+
+static int run(dmt_state *s, const batch *b, const dmt_beam_options *o, dmt_nbest *out, char *err, size_t errlen) {
+    return dmt_beam_search(s, b->n, (const int32_t *const *)b->src, b->len, b->forced, o, out, err, errlen);
+}
+
+static void clear_all(dmt_nbest *out, int n) {
+    for (int i = 0; i < n; i++) dmt_nbest_clear(&out[i]);
+}
+
+static int same_hyp(const dmt_hypothesis *a, const dmt_hypothesis *b) {
+    return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof *a->tokens);
+}
+
+static int same_nbest(const dmt_nbest *a, const dmt_nbest *b) {
+    if (a->n != b->n) return 0;
+    for (int r = 0; r < a->n; r++)
+        if (!same_hyp(&a->hyps[r], &b->hyps[r])) return 0;
+    return 1;
+}
+
+/* -------------------------------------------------------------- golden -- */
+
+static int json_int(json_t *o, const char *key) { return (int)json_integer_value(json_object_get(o, key)); }
+
+static dmt_beam_options options_from_json(json_t *o) {
+    return (dmt_beam_options){.beam_size = json_int(o, "beam_size"),
+                              .length_penalty = (float)json_number_value(json_object_get(o, "length_penalty")),
+                              .max_len_a = (float)json_number_value(json_object_get(o, "max_len_a")),
+                              .max_len_b = json_int(o, "max_len_b"),
+                              .min_len = json_int(o, "min_len"),
+                              .nbest = json_int(o, "nbest"),
+                              .no_repeat_ngram_size = json_int(o, "no_repeat_ngram_size")};
+}
+
+/* 1 when got equals the reference's list; describes the first difference in why. */
+static int match_reference(const dmt_nbest *got, json_t *want, double tol, double *max_err, char *why, size_t cap) {
+    json_t *list = json_object_get(want, "nbest");
+    if ((size_t)got->n != json_array_size(list)) {
+        snprintf(why, cap, "%d hypotheses, reference %zu", got->n, json_array_size(list));
+        return 0;
+    }
+    for (int r = 0; r < got->n; r++) {
+        json_t *h = json_array_get(list, (size_t)r), *toks = json_object_get(h, "tokens");
+        const dmt_hypothesis *g = &got->hyps[r];
+        int same = (size_t)g->n_tokens == json_array_size(toks);
+        for (int t = 0; same && t < g->n_tokens; t++) same = g->tokens[t] == json_integer_value(json_array_get(toks, (size_t)t));
+        double e = fabs(g->score - json_number_value(json_object_get(h, "score")));
+        if (e > *max_err) *max_err = e;
+        if (!same) { snprintf(why, cap, "rank %d: tokens differ (%d vs %zu tokens)", r, g->n_tokens, json_array_size(toks)); return 0; }
+        if (!(e <= tol)) { snprintf(why, cap, "rank %d: score %.6f vs %.6f", r, g->score, json_number_value(json_object_get(h, "score"))); return 0; }
+    }
+    return 1;
+}
+
+static void golden_case(const char *dir, const char *name) {
+    char path[1200], err[512], what[300], why[200];
+    snprintf(path, sizeof path, "%s/beam.json", dir);
+    json_error_t je;
+    json_t *g = json_load_file(path, 0, &je);
+    snprintf(what, sizeof what, "%s: beam.json readable", name);
+    if (!CHECK(g, what, "%s", je.text)) return;
+    dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    snprintf(what, sizeof what, "%s: model loads", name);
+    if (!CHECK(m, what, "%s", err)) { json_decref(g); return; }
+    json_t *sources = json_object_get(g, "sources"), *forced = json_object_get(g, "forced");
+    double tol = json_number_value(json_object_get(g, "score_tolerance"));
+    batch b;
+    batch_alloc(&b, (int)json_array_size(sources));
+    for (int i = 0; i < b.n; i++) {
+        json_t *row = json_array_get(sources, (size_t)i);
+        b.len[i] = (int)json_array_size(row);
+        b.src[i] = malloc((size_t)b.len[i] * sizeof **b.src);
+        for (int t = 0; t < b.len[i]; t++) b.src[i][t] = (int32_t)json_integer_value(json_array_get(row, (size_t)t));
+        b.forced[i] = (int)json_integer_value(json_array_get(forced, (size_t)i));
+    }
+    dmt_state *s = dmt_state_new(m);
+    dmt_nbest *out = calloc((size_t)b.n, sizeof *out);
+    size_t ri;
+    json_t *r;
+    json_array_foreach(json_object_get(g, "runs"), ri, r) {
+        const char *run_name = json_string_value(json_object_get(r, "name"));
+        dmt_beam_options o = options_from_json(json_object_get(r, "options"));
+        int ok = run(s, &b, &o, out, err, sizeof err) == 0;
+        double max_err = 0;
+        int bad = -1;
+        why[0] = '\0';
+        for (int i = 0; ok && i < b.n && bad < 0; i++)
+            if (!match_reference(&out[i], json_array_get(json_object_get(r, "results"), (size_t)i), tol, &max_err, why, sizeof why))
+                bad = i;
+        snprintf(what, sizeof what, "%s/%s: %d sentences (lengths %d..%d, mixed targets) = reference n-best (score error %.1e)",
+                 name, run_name, b.n, b.len[0], b.len[2], max_err);
+        CHECK(ok && bad < 0, what, "%s", ok ? why : err);
+        if (bad >= 0) printf("#   sentence %d: %s\n", bad, why);
+        clear_all(out, b.n);
+    }
+    free(out);
+    dmt_state_free(s);
+    batch_free(&b);
+    dmt_model_free(m);
+    json_decref(g);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void golden_tests(void) {
+    char root[512];
+    fixture_path(root, sizeof root, "beam");
+    DIR *dir = opendir(root);
+    if (!CHECK(dir, "beam fixtures present", "cannot open %s (run from the repo root)", root)) return;
+    char *names[32];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dir)) && n < 32)
+        if (e->d_name[0] != '.') names[n++] = strdup(e->d_name);
+    closedir(dir);
+    qsort(names, (size_t)n, sizeof *names, cmp_str);
+    CHECK(n >= 2, "at least two beam fixture models");
+    for (int i = 0; i < n; i++) {
+        char d[1024];
+        snprintf(d, sizeof d, "%s/%s", root, names[i]);
+        golden_case(d, names[i]);
+        free(names[i]);
+    }
+}
+
+/* ---------------------------------------------------------- properties -- */
+
+static unsigned long long rng_state = 0x9E3779B97F4A7C15ull;
+static unsigned rnd(unsigned n) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return (unsigned)(rng_state % n);
+}
+
+/* n random sentences of 1..max_body tokens + </s>, random target languages (or none). */
+static void random_batch(batch *b, int n, const dmt_config *c, int max_body) {
+    batch_alloc(b, n);
+    int lo = 4 + c->n_languages;
+    for (int i = 0; i < n; i++) {
+        int body = 1 + (int)rnd((unsigned)max_body);
+        b->len[i] = body + 1;
+        b->src[i] = malloc((size_t)b->len[i] * sizeof **b->src);
+        for (int t = 0; t < body; t++) b->src[i][t] = lo + (int)rnd((unsigned)(c->vocab_size - lo));
+        b->src[i][body] = c->eos_id;
+        int l = (int)rnd((unsigned)c->n_languages + 1);
+        b->forced[i] = l < c->n_languages ? c->languages[l].id : -1;
+    }
+}
+
+/* Greedy decoding by hand, one sentence at a time: argmax (lowest id on ties) with
+ * <pad>/<s> never and </s> not before min_len, until </s> or max_len. */
+static int greedy_by_hand(dmt_state *s, const dmt_model *m, const int32_t *src, int len, int forced,
+                          const dmt_beam_options *o, int32_t *out, int cap) {
+    const dmt_config *c = &m->cfg;
+    char err[256];
+    int hyp = 0, V = c->vocab_size, plen = forced >= 0 ? 2 : 1;
+    int max_len = (int)floor((double)o->max_len_a * len + o->max_len_b);
+    if (max_len > c->max_positions - plen + 1) max_len = c->max_positions - plen + 1;
+    if (max_len < 1) max_len = 1;
+    float *lp = malloc((size_t)V * sizeof *lp);
+    int n = -1;
+    if (dmt_encode(s, 1, &src, &len, err, sizeof err) || dmt_decode_begin(s, 1, &hyp, plen + max_len, err, sizeof err))
+        goto done;
+    int32_t tok = c->decoder_start_id;
+    dmt_decode_step(s, &tok, lp);
+    if (forced >= 0) { tok = forced; dmt_decode_step(s, &tok, lp); }
+    for (n = 0; n < max_len && n < cap;) {
+        int best = -1;
+        for (int v = 0; v < V; v++) {
+            if (v == c->pad_id || v == c->bos_id || (v == c->eos_id && n + 1 <= o->min_len)) continue;
+            if (best < 0 || lp[v] > lp[best]) best = v;
+        }
+        if (best == c->eos_id) break;
+        out[n++] = best;
+        if (n < max_len) { tok = best; dmt_decode_step(s, &tok, lp); }
+    }
+done:
+    free(lp);
+    return n;
+}
+
+static void greedy_test(const dmt_model *m, dmt_state *s) {
+    batch b;
+    random_batch(&b, 24, &m->cfg, 25);
+    dmt_beam_options o = dmt_beam_options_default(&m->cfg);
+    o.beam_size = 1;
+    dmt_nbest *out = calloc((size_t)b.n, sizeof *out);
+    char err[256];
+    int ok = run(s, &b, &o, out, err, sizeof err) == 0, same = 0;
+    int32_t hand[128];
+    for (int i = 0; ok && i < b.n; i++) {
+        int n = greedy_by_hand(s, m, b.src[i], b.len[i], b.forced[i], &o, hand, 128);
+        same += out[i].n == 1 && n == out[i].hyps[0].n_tokens && !memcmp(hand, out[i].hyps[0].tokens, (size_t)n * 4);
+    }
+    CHECK(ok && same == b.n, "greedy (beam 1) over a batch of 24 = argmax decoding by hand with dmt_decode_step",
+          "%d of %d agree (%s)", same, b.n, ok ? "" : err);
+    clear_all(out, b.n);
+    free(out);
+    batch_free(&b);
+}
+
+/* A sentence alone vs inside a batch of 32: the agreement rate over many. */
+static void single_vs_batch_test(const dmt_model *m, dmt_state *s) {
+    enum { BATCHES = 8, B = 32 };
+    dmt_beam_options o = dmt_beam_options_default(&m->cfg);
+    o.beam_size = 4;
+    o.nbest = 2;
+    char err[256];
+    int total = 0, agree = 0, explained = 0, failed = 0;
+    double worst_gap = 0;
+    dmt_nbest *out = calloc(B, sizeof *out), one;
+    for (int bi = 0; bi < BATCHES && !failed; bi++) {
+        batch b;
+        random_batch(&b, B, &m->cfg, 40);
+        failed = run(s, &b, &o, out, err, sizeof err) != 0;
+        for (int i = 0; !failed && i < B; i++) {
+            batch single = {1, &b.src[i], &b.len[i], &b.forced[i]};
+            if (run(s, &single, &o, &one, err, sizeof err)) { failed = 1; break; }
+            total++;
+            int same = same_nbest(&one, &out[i]);
+            for (int r = 0; same && r < one.n; r++) same = fabsf(one.hyps[r].score - out[i].hyps[r].score) <= 1e-4f;
+            if (same) agree++;
+            else {
+                double gap = fminf(one.min_gap, out[i].min_gap);
+                printf("# sentence %d of batch %d differs alone vs batched; smallest decision gap %.2e\n", i, bi, gap);
+                if (gap < 1e-4) explained++;
+                if (gap > worst_gap) worst_gap = gap;
+            }
+            dmt_nbest_clear(&one);
+        }
+        clear_all(out, B);
+        batch_free(&b);
+    }
+    free(out);
+    printf("# single vs batch of %d: %d of %d sentences agree (%.1f%%), beam 4, n-best 2\n", B, agree, total,
+           total ? 100.0 * agree / total : 0.0);
+    CHECK(!failed && total == BATCHES * B, "single-vs-batch searches ran", "%s", err);
+    CHECK(agree + explained == total, "a sentence alone = the same sentence in a batch of 32 (differences only at near-ties < 1e-4)",
+          "%d differ without a near-tie (largest gap %.2e)", total - agree - explained, worst_gap);
+}
+
+static int has_repeated_ngram(const dmt_hypothesis *h, int n) {
+    for (int a = 0; a + n <= h->n_tokens; a++)
+        for (int b = a + 1; b + n <= h->n_tokens; b++)
+            if (!memcmp(h->tokens + a, h->tokens + b, (size_t)n * sizeof *h->tokens)) return 1;
+    return 0;
+}
+
+static void property_tests(const dmt_model *m, dmt_state *s) {
+    const dmt_config *c = &m->cfg;
+    char err[256];
+    batch b;
+    random_batch(&b, 16, c, 30);
+    dmt_nbest *out = calloc((size_t)b.n, sizeof *out);
+    dmt_beam_options o = dmt_beam_options_default(c);
+
+    /* n-best: sorted, distinct, nbest of them */
+    o.beam_size = 8; o.nbest = 8; o.length_penalty = 1.0f;
+    int ok = run(s, &b, &o, out, err, sizeof err) == 0, sorted = 1, distinct = 1, counted = 1;
+    for (int i = 0; ok && i < b.n; i++) {
+        counted &= out[i].n == 8;
+        for (int r = 0; r + 1 < out[i].n; r++) sorted &= out[i].hyps[r].score >= out[i].hyps[r + 1].score;
+        for (int r = 0; r < out[i].n; r++)
+            for (int q = r + 1; q < out[i].n; q++) distinct &= !same_hyp(&out[i].hyps[r], &out[i].hyps[q]);
+    }
+    CHECK(ok && counted, "beam 8, n-best 8: eight hypotheses per sentence", "%s", err);
+    CHECK(ok && sorted, "n-best lists are sorted by score");
+    CHECK(ok && distinct, "n-best hypotheses are distinct");
+    clear_all(out, b.n);
+
+    /* min_len: no hypothesis shorter, unless max_len cut it first */
+    o = dmt_beam_options_default(c);
+    o.beam_size = 4; o.nbest = 4; o.min_len = 7;
+    ok = run(s, &b, &o, out, err, sizeof err) == 0;
+    int shortest = 1 << 30;
+    for (int i = 0; ok && i < b.n; i++)
+        for (int r = 0; r < out[i].n; r++)
+            if (out[i].hyps[r].n_tokens < shortest) shortest = out[i].hyps[r].n_tokens;
+    CHECK(ok && shortest >= 7, "min_len 7: every hypothesis has at least 7 tokens", "shortest %d", shortest);
+    clear_all(out, b.n);
+
+    /* max_len = floor(a * src_len + b), </s> included */
+    o = dmt_beam_options_default(c);
+    o.beam_size = 4; o.nbest = 4; o.max_len_a = 0.25f; o.max_len_b = 2; o.min_len = 0;
+    ok = run(s, &b, &o, out, err, sizeof err) == 0;
+    int over = 0, at_limit = 0;
+    for (int i = 0; ok && i < b.n; i++) {
+        int lim = (int)floor(0.25 * b.len[i] + 2);
+        for (int r = 0; r < out[i].n; r++) {
+            over += out[i].hyps[r].n_tokens > lim;
+            at_limit += out[i].hyps[r].n_tokens == lim;
+        }
+    }
+    CHECK(ok && over == 0, "max_len 0.25*src_len+2: no hypothesis longer", "%d longer", over);
+    CHECK(ok && at_limit > 0, "max_len: some hypotheses are cut off exactly at the limit");
+    clear_all(out, b.n);
+
+    /* no-repeat-ngram: off, repeats happen on this model; on, none */
+    for (int ng = 0; ng <= 3; ng += 3) {
+        o = dmt_beam_options_default(c);
+        o.beam_size = 4; o.nbest = 4; o.max_len_a = 2.0f; o.no_repeat_ngram_size = ng;
+        o.min_len = 20; /* long outputs, so repeats have room */
+        ok = run(s, &b, &o, out, err, sizeof err) == 0;
+        int rep = 0;
+        for (int i = 0; ok && i < b.n; i++)
+            for (int r = 0; r < out[i].n; r++) rep += has_repeated_ngram(&out[i].hyps[r], 3);
+        if (ng == 0) CHECK(ok && rep > 0, "without no_repeat_ngram_size, 3-grams repeat on this model", "%d", rep);
+        else CHECK(ok && rep == 0, "no_repeat_ngram_size 3: no 3-gram appears twice", "%d hypotheses repeat one", rep);
+        clear_all(out, b.n);
+    }
+    o = dmt_beam_options_default(c);
+    o.beam_size = 2; o.no_repeat_ngram_size = 1; o.min_len = 10;
+    ok = run(s, &b, &o, out, err, sizeof err) == 0;
+    int rep = 0;
+    for (int i = 0; ok && i < b.n; i++) rep += has_repeated_ngram(&out[i].hyps[0], 1);
+    CHECK(ok && rep == 0, "no_repeat_ngram_size 1: no token twice", "%d", rep);
+    clear_all(out, b.n);
+
+    /* bad options and inputs: refused with a message naming the problem */
+    struct { const char *what, *word; dmt_beam_options o; } bad[] = {
+        {"beam_size 0", "beam_size", {.beam_size = 0, .nbest = 1}},
+        {"beam_size 1000", "beam_size", {.beam_size = 1000, .nbest = 1}},
+        {"nbest > beam_size", "nbest", {.beam_size = 2, .nbest = 3}},
+        {"nbest 0", "nbest", {.beam_size = 2, .nbest = 0}},
+        {"length_penalty NaN", "length_penalty", {.beam_size = 2, .nbest = 1, .length_penalty = NAN}},
+        {"max_len_a < 0", "max_len_a", {.beam_size = 2, .nbest = 1, .max_len_a = -1}},
+        {"max_len_b < 0", "max_len_b", {.beam_size = 2, .nbest = 1, .max_len_b = -1}},
+        {"min_len < 0", "min_len", {.beam_size = 2, .nbest = 1, .min_len = -1}},
+        {"no_repeat_ngram_size < 0", "no_repeat_ngram_size", {.beam_size = 2, .nbest = 1, .no_repeat_ngram_size = -2}},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char what[128];
+        err[0] = '\0';
+        int rc = run(s, &b, &bad[i].o, out, err, sizeof err);
+        snprintf(what, sizeof what, "refused: %s (\"%s\")", bad[i].what, err);
+        CHECK(rc == -1 && strstr(err, bad[i].word), what);
+    }
+    o = dmt_beam_options_default(c);
+    int saved = b.forced[3];
+    b.forced[3] = c->vocab_size;
+    err[0] = '\0';
+    CHECK(run(s, &b, &o, out, err, sizeof err) == -1 && strstr(err, "forced"), "refused: forced token out of range", "%s", err);
+    b.forced[3] = saved;
+    int saved_len = b.len[2];
+    b.len[2] = 0;
+    err[0] = '\0';
+    CHECK(run(s, &b, &o, out, err, sizeof err) == -1 && err[0], "refused: empty source", "%s", err);
+    CHECK(run(s, &b, &o, out, err, 0) == -1, "refused with errlen 0 (no message written)");
+    b.len[2] = saved_len;
+    /* forced NULL = no forced token for any sentence */
+    {
+        o = dmt_beam_options_default(c);
+        int *none_forced = malloc((size_t)b.n * sizeof *none_forced), *saved_forced = b.forced;
+        for (int i = 0; i < b.n; i++) none_forced[i] = -1;
+        dmt_nbest *out2 = calloc((size_t)b.n, sizeof *out2);
+        b.forced = none_forced;
+        ok = run(s, &b, &o, out, err, sizeof err) == 0;
+        b.forced = NULL;
+        ok = ok && run(s, &b, &o, out2, err, sizeof err) == 0;
+        int same = 0;
+        for (int i = 0; ok && i < b.n; i++) same += same_nbest(&out[i], &out2[i]);
+        CHECK(ok && same == b.n, "forced NULL = forced -1 for every sentence", "%s", err);
+        clear_all(out, b.n);
+        clear_all(out2, b.n);
+        free(out2);
+        b.forced = saved_forced;
+        free(none_forced);
+    }
+    batch none = {0};
+    CHECK(run(s, &none, &o, out, err, sizeof err) == 0, "zero sentences: nothing to do");
+    free(out);
+    batch_free(&b);
+}
+
+/* ----------------------------------------------------------- translate -- */
+
+static void translate_tests(void) {
+    char dir[512], err[512];
+    fixture_path(dir, sizeof dir, "tiny-model");
+    dmt_model *m = dmt_model_load(dir, (dmt_load_options){0}, err, sizeof err);
+    if (!CHECK(m, "tiny-model loads with its tokenizer", "%s", err)) return;
+    const dmt_language *de = dmt_config_language(&m->cfg, "de"), *fr = dmt_config_language(&m->cfg, "fr");
+    dmt_state *s = dmt_state_new(m);
+    int maxsrc = dmt_translate_max_source_tokens(m);
+    CHECK(maxsrc == m->cfg.max_positions - 1, "max source tokens = max_positions - 1");
+    /* a line far over the limit */
+    size_t longlen = (size_t)maxsrc * 8;
+    char *longtext = malloc(longlen + 1);
+    for (size_t i = 0; i < longlen; i++) longtext[i] = i % 4 == 3 ? ' ' : "xqz"[i % 4 % 3];
+    longtext[longlen] = '\0';
+    const char *texts[] = {"Der Lehrer liest heute einen Brief.", "", "   \t ", "bad \xff utf8", longtext,
+                           "__de__ the teacher", "__fr__ the teacher", "the old man sees the red car", "__de__"};
+    enum { N = sizeof texts / sizeof *texts };
+    dmt_translate_input in[N];
+    for (int i = 0; i < N; i++) in[i] = (dmt_translate_input){texts[i], strlen(texts[i]), i % 2 ? fr->id : de->id};
+    in[5].target_id = in[6].target_id = de->id;
+    dmt_translate_output out[N];
+    dmt_beam_options o = dmt_beam_options_default(&m->cfg);
+    o.beam_size = 3;
+    o.nbest = 2;
+    int rc = dmt_translate(m, s, N, in, &o, out, err, sizeof err);
+    CHECK(rc == 0, "dmt_translate runs a mixed batch", "%s", err);
+    if (rc == 0) {
+        CHECK(!out[0].error[0] && out[0].n == 2 && out[0].texts[0] && out[0].src_tokens > 0 && out[0].out_tokens > 0,
+              "a sentence translates: 2-best texts, token counts", "%s", out[0].error);
+        CHECK(!out[0].error[0] && out[0].scores[0] >= out[0].scores[1], "translations best first");
+        CHECK(!out[1].error[0] && out[1].n == 1 && !strcmp(out[1].texts[0], "") && out[1].src_tokens == 0,
+              "empty input -> \"\"");
+        CHECK(!out[2].error[0] && out[2].n == 1 && !strcmp(out[2].texts[0], ""), "whitespace-only input -> \"\"");
+        CHECK(out[3].error[0] && strstr(out[3].error, "UTF-8") && !out[3].texts, "invalid UTF-8: this sentence's error",
+              "\"%s\"", out[3].error);
+        CHECK(out[4].error[0] && strstr(out[4].error, "too long") && !out[4].texts, "over the length limit: this sentence's error",
+              "\"%s\"", out[4].error);
+        CHECK(!out[5].error[0] && !out[6].error[0] && !strcmp(out[5].texts[0], out[6].texts[0]) &&
+                  !strcmp(out[5].texts[1], out[6].texts[1]) && fabsf(out[5].scores[0] - out[6].scores[0]) < 1e-4f,
+              "language tokens typed by the user are neutralised (__de__ x = __fr__ x)");
+        CHECK(!out[7].error[0] && out[7].n == 2, "sentences after failed ones still translate", "%s", out[7].error);
+        CHECK(!out[8].error[0] && out[8].src_tokens == 2 && out[8].n == 2,
+              "a lone language token translates as unknown text (two pieces: space, unk)", "%s", out[8].error);
+        /* the same sentence alone gives the same translation */
+        dmt_translate_output one;
+        rc = dmt_translate(m, s, 1, &in[7], &o, &one, err, sizeof err);
+        CHECK(rc == 0 && !one.error[0] && !strcmp(one.texts[0], out[7].texts[0]) && !strcmp(one.texts[1], out[7].texts[1]),
+              "a sentence alone = the same sentence in the batch (text)");
+        if (rc == 0) dmt_translate_output_clear(&one);
+    }
+    for (int i = 0; rc == 0 && i < N; i++) dmt_translate_output_clear(&out[i]);
+    /* no tokenizer: a batch-level error */
+    char gdir[512];
+    fixture_path(gdir, sizeof gdir, "beam/deepnorm-6x6");
+    dmt_model *ids = dmt_model_load(gdir, (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    if (ids) {
+        dmt_state *s2 = dmt_state_new(ids);
+        err[0] = '\0';
+        CHECK(dmt_translate(ids, s2, 1, in, &o, out, err, sizeof err) == -1 && strstr(err, "tokenizer"),
+              "translate without a tokenizer is refused", "%s", err);
+        dmt_state_free(s2);
+        dmt_model_free(ids);
+    }
+    free(longtext);
+    dmt_state_free(s);
+    dmt_model_free(m);
+}
+
+int main(void) {
+    golden_tests();
+    char dir[512], err[512];
+    fixture_path(dir, sizeof dir, "beam/deepnorm-6x6");
+    dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    if (CHECK(m, "property-test model loads", "%s", err)) {
+        dmt_state *s = dmt_state_new(m);
+        greedy_test(m, s);
+        property_tests(m, s);
+        single_vs_batch_test(m, s);
+        dmt_state_free(s);
+        dmt_model_free(m);
+    }
+    translate_tests();
+    return check_done();
+}

@@ -1,0 +1,123 @@
+"""Beam search reference: the rules of model/beam.c, written plainly (docs/decoding.md).
+
+One sentence at a time, with tools/dmt/model.py's incremental decoder. The C engine
+decodes many sentences at once and keeps empty beam slots; here a sentence's beams
+are just a list, which gives the same hypotheses. Scores are float32 sums, as in C;
+the length normalisation is computed in double and rounded to float32, as in C.
+
+    from dmt.beam import Options, search
+    hyps, min_gap = search(model, src_ids, forced_id, Options(beam_size=4))
+    # hyps: [(tokens, score)], best first
+
+min_gap is the smallest score gap at any decision (candidate ranks, n-best order):
+below ~1e-5, a second engine's rounding may decide the other way.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+NEG_INF = float("-inf")
+
+
+@dataclass
+class Options:
+    beam_size: int = 4
+    length_penalty: float = 1.0
+    max_len_a: float = 1.2
+    max_len_b: int = 10
+    min_len: int = 1
+    nbest: int = 1
+    no_repeat_ngram_size: int = 0
+
+
+def f32(x):
+    """x rounded to float32, as a Python float."""
+    return float(np.float32(x))
+
+
+def max_length(opt, src_len, prefix_len, max_positions):
+    """floor(a * src_len + b), src_len counting </s>; capped by the positions left; >= 1."""
+    n = math.floor(f32(opt.max_len_a) * src_len + opt.max_len_b)
+    n = min(n, max_positions - prefix_len + 1)
+    return max(n, 1)
+
+
+def normalise(total, length, length_penalty):
+    return f32(total / (length ** f32(length_penalty)))
+
+
+def banned_tokens(tokens, n):
+    """Tokens that would repeat an n-gram of `tokens` if generated next."""
+    if n <= 0 or len(tokens) < n - 1:
+        return set()
+    tail = tokens[len(tokens) - (n - 1):]
+    return {tokens[j + n - 1] for j in range(len(tokens) - n + 1) if tokens[j:j + n - 1] == tail}
+
+
+def search(model, src, forced, opt):
+    """src: ids ending in </s>; forced: a token id or -1. -> ([(tokens, score)], min_gap)."""
+    cfg = model.cfg
+    eos, k = cfg["eos_id"], opt.beam_size
+    prefix = [cfg["decoder_start_id"]] + ([forced] if forced >= 0 else [])
+    max_len = max_length(opt, len(src), len(prefix), cfg["max_positions"])
+    min_gap = math.inf
+    with torch.no_grad():
+        enc, pad_mask = model.encode(torch.tensor([src]))
+        kv = model.cross_kv(enc)
+        caches = [{} for _ in model.decoder.layers]
+        for pos, tok in enumerate(prefix):
+            lp = model.decode(torch.tensor([[tok]]), enc, pad_mask, kv, caches, start=pos)[:, -1]
+        beams = [([], 0.0)]           # (generated tokens, float32 sum)
+        pool = []                     # (tokens, normalised score), in the order they were added
+        n_finished = 0
+        for t in range(1, max_len + 1):
+            rows = lp.float().numpy()
+            cands = []                # (sum, token, beam)
+            for b, (tokens, total) in enumerate(beams):
+                row = rows[b].copy()
+                if cfg["pad_id"] != eos:
+                    row[cfg["pad_id"]] = NEG_INF
+                if cfg["bos_id"] != eos:
+                    row[cfg["bos_id"]] = NEG_INF
+                if t <= opt.min_len:
+                    row[eos] = NEG_INF
+                for tok in banned_tokens(tokens, opt.no_repeat_ngram_size):
+                    row[tok] = NEG_INF
+                sums = np.float32(total) + row          # float32 addition, as in C
+                for tok in range(len(row)):
+                    if sums[tok] > NEG_INF:
+                        cands.append((float(sums[tok]), tok, b))
+            cands.sort(key=lambda c: (-c[0], c[1], c[2]))
+            for r in range(min(2 * k, len(cands) - 1)):
+                min_gap = min(min_gap, cands[r][0] - cands[r + 1][0])
+            new_beams, parents = [], []
+            for r, (total, tok, b) in enumerate(cands[:2 * k]):
+                if tok == eos:
+                    if r < k and n_finished < k:
+                        pool.append((beams[b][0], normalise(total, t, opt.length_penalty)))
+                        n_finished += 1
+                elif len(new_beams) < k:
+                    new_beams.append((beams[b][0] + [tok], total))
+                    parents.append(b)
+            if n_finished >= k or not new_beams:
+                break
+            if t == max_len:          # cut off: the live beams as they are
+                pool += [(tokens, normalise(total, t, opt.length_penalty)) for tokens, total in new_beams]
+                break
+            index = torch.tensor(parents)
+            for cache in caches:
+                cache["k"], cache["v"] = cache["k"][index], cache["v"][index]
+            beams = new_beams
+            n = len(beams)
+            pos = len(prefix) + t - 1
+            last = torch.tensor([[tokens[-1]] for tokens, _ in beams])
+            lp = model.decode(last, enc.expand(n, -1, -1), pad_mask.expand(n, -1),
+                              [(a.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for a, v in kv],
+                              caches, start=pos)[:, -1]
+    ranked = sorted(pool, key=lambda h: -h[1])   # stable: equal scores keep their order
+    keep = ranked[:opt.nbest]
+    for r in range(min(len(keep), len(ranked) - 1)):
+        min_gap = min(min_gap, ranked[r][1] - ranked[r + 1][1])
+    return keep, min_gap
