@@ -39,8 +39,12 @@ struct dmt_state {
     int n_hyps, hyp_cap, step, step_cap;
     int *hyp_src, *hyp_src_tmp;  /* [hyp_cap] */
     fbuf x;                      /* [hyp_cap][d] decoder activations */
-    fbuf self_k, self_v;         /* [dec layers][hyp_cap][step_cap][d] */
-    fbuf gather;                 /* [hyp_cap][step_cap][d] reorder scratch */
+    /* Self-attention KV cache as slots: the K/V row computed at step t for batch row h
+     * lives in slot t * hyp_cap + h, and is never moved. history[h][t] names the slot
+     * hypothesis h reads for position t, so reordering beams copies t ints per
+     * hypothesis instead of t * d floats per layer. */
+    fbuf self_k, self_v;         /* [dec layers][step_cap * hyp_cap][d] */
+    int *history, *history_tmp;  /* [hyp_cap][step_cap] slot indices */
 };
 
 dmt_state *dmt_state_new(const dmt_model *m) {
@@ -52,11 +56,13 @@ dmt_state *dmt_state_new(const dmt_model *m) {
 void dmt_state_free(dmt_state *s) {
     if (!s) return;
     fbuf *all[] = {&s->enc_out, &s->cross_k, &s->cross_v, &s->q, &s->k, &s->v, &s->attn, &s->tmp,
-                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->gather};
+                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
     free(s->src_len);
     free(s->hyp_src);
     free(s->hyp_src_tmp);
+    free(s->history);
+    free(s->history_tmp);
     free(s);
 }
 
@@ -191,6 +197,13 @@ const float *dmt_encoder_out(const dmt_state *s, int i) {
 
 /* ---------------------------------------------------------------- decoder -- */
 
+static int grow_ints(int **p, size_t n) {
+    int *q = realloc(*p, n * sizeof *q);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
 int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps, char *err, size_t errlen) {
     const dmt_model *m = s->m;
     const dmt_config *c = &m->cfg;
@@ -205,11 +218,9 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps
     if (n_hyps > s->hyp_cap || max_steps > s->step_cap) {
         int hc = n_hyps > s->hyp_cap ? n_hyps : s->hyp_cap, sc = max_steps > s->step_cap ? max_steps : s->step_cap;
         size_t cache = (size_t)L * hc * sc * d;
-        int *a = realloc(s->hyp_src, (size_t)hc * sizeof *a), *b = a ? realloc(s->hyp_src_tmp, (size_t)hc * sizeof *b) : NULL;
-        if (a) s->hyp_src = a;
-        if (b) s->hyp_src_tmp = b;
-        if (!a || !b || fbuf_reserve(&s->self_k, cache) || fbuf_reserve(&s->self_v, cache) ||
-            fbuf_reserve(&s->gather, (size_t)hc * sc * d) || fbuf_reserve(&s->x, (size_t)hc * d))
+        if (grow_ints(&s->hyp_src, hc) || grow_ints(&s->hyp_src_tmp, hc) ||
+            grow_ints(&s->history, (size_t)hc * sc) || grow_ints(&s->history_tmp, (size_t)hc * sc) ||
+            fbuf_reserve(&s->self_k, cache) || fbuf_reserve(&s->self_v, cache) || fbuf_reserve(&s->x, (size_t)hc * d))
             goto oom;
         s->hyp_cap = hc;
         s->step_cap = sc;
@@ -231,21 +242,21 @@ oom:
     return -1;
 }
 
-/* Self-attention of every hypothesis over its cache; the new K/V rows are written
- * straight into the cache at position s->step. */
+/* Self-attention of every hypothesis over its cached positions; this step's K/V rows
+ * go into the slots of step s->step (see struct dmt_state). */
 static void decoder_self_attention(dmt_state *s, int l, const float *in) {
     const dmt_config *c = &s->m->cfg;
     const dmt_attention_weights *a = &s->m->decoder.layers[l].self_attn;
     int d = c->d_model, H = s->n_hyps;
-    size_t hyp_stride = (size_t)s->step_cap * d, layer = (size_t)s->hyp_cap * hyp_stride;
+    size_t layer = (size_t)s->step_cap * s->hyp_cap * d, step_block = (size_t)s->step * s->hyp_cap * d;
     float *kc = s->self_k.p + l * layer, *vc = s->self_v.p + l * layer;
     dmt_matmul(s->q.p, in, H, &a->q);
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
-    dmt_matmul_strided(kc + (size_t)s->step * d, (int)hyp_stride, in, d, H, &a->k);
-    dmt_matmul_strided(vc + (size_t)s->step * d, (int)hyp_stride, in, d, H, &a->v);
+    dmt_matmul(kc + step_block, in, H, &a->k);
+    dmt_matmul(vc + step_block, in, H, &a->v);
     for (int h = 0; h < H; h++)
-        dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + h * hyp_stride,
-                      vc + h * hyp_stride, d, 1, s->step + 1, c->heads, d, -1, s->scores.p);
+        dmt_attention_slots(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc, vc, d,
+                            s->history + (size_t)h * s->step_cap, s->step + 1, c->heads, s->scores.p);
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
 }
 
@@ -272,6 +283,7 @@ int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
     if (s->step >= s->step_cap) return -1;
     for (int h = 0; h < H; h++)
         if (tokens[h] < 0 || tokens[h] >= c->vocab_size) return -1;
+    for (int h = 0; h < H; h++) s->history[(size_t)h * s->step_cap + s->step] = s->step * s->hyp_cap + h;
     float *x = s->x.p;
     embed(m, &m->decoder, x, tokens, H, s->step, 0);
     float alpha = m->decoder.alpha;
@@ -295,18 +307,12 @@ void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent) {
     int identity = n_new == s->n_hyps;
     for (int j = 0; identity && j < n_new; j++) identity = parent[j] == j;
     if (identity) return;
-    int d = s->m->cfg.d_model;
-    size_t hyp_stride = (size_t)s->step_cap * d, layer = (size_t)s->hyp_cap * hyp_stride;
-    size_t live = (size_t)s->step * d * sizeof(float);
-    for (int l = 0; l < s->m->decoder.n_layers; l++) {
-        float *caches[2] = {s->self_k.p + l * layer, s->self_v.p + l * layer};
-        for (int c = 0; c < 2; c++) {
-            for (int j = 0; j < n_new; j++)
-                memcpy(s->gather.p + j * hyp_stride, caches[c] + parent[j] * hyp_stride, live);
-            for (int j = 0; j < n_new; j++)
-                memcpy(caches[c] + j * hyp_stride, s->gather.p + j * hyp_stride, live);
-        }
-    }
+    size_t live = (size_t)s->step * sizeof(int);
+    for (int j = 0; j < n_new; j++)
+        memcpy(s->history_tmp + (size_t)j * s->step_cap, s->history + (size_t)parent[j] * s->step_cap, live);
+    int *t = s->history;
+    s->history = s->history_tmp;
+    s->history_tmp = t;
     for (int j = 0; j < n_new; j++) s->hyp_src_tmp[j] = s->hyp_src[parent[j]];
     memcpy(s->hyp_src, s->hyp_src_tmp, (size_t)n_new * sizeof *s->hyp_src);
     s->n_hyps = n_new;

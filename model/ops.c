@@ -123,3 +123,28 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
                     0.0f, out + h * hd, ldo);
     }
 }
+
+void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
+                         int nk, int heads, float *scratch) {
+    int hd = ld / heads;
+    for (int h = 0; h < heads; h++) {
+        const float *qh = q + h * hd;
+        float mx = -FLT_MAX, *p = scratch;
+        for (int j = 0; j < nk; j++) {
+            const float *kr = k + (size_t)slots[j] * ld + h * hd;
+            float sc = 0;
+            for (int t = 0; t < hd; t++) sc += qh[t] * kr[t];
+            p[j] = sc;
+            mx = sc > mx ? sc : mx;
+        }
+        float sum = 0;
+        for (int j = 0; j < nk; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+        float inv = 1.0f / sum, *o = out + h * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int j = 0; j < nk; j++) {
+            const float *vr = v + (size_t)slots[j] * ld + h * hd;
+            float w = p[j] * inv;
+            for (int t = 0; t < hd; t++) o[t] += w * vr[t];
+        }
+    }
+}

@@ -40,4 +40,10 @@ void dmt_log_softmax(float *x, int n, int len);
 void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
                    int nq, int nk, int heads, int d, int causal_offset, float *scratch);
 
+/* Attention of one query row q [d] over nk cached positions whose K/V rows live at
+ * k + slots[j] * ld and v + slots[j] * ld (the decoder's slot cache). q scaled already;
+ * scratch holds nk floats. */
+void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
+                         int nk, int heads, float *scratch);
+
 #endif

@@ -219,6 +219,32 @@ static void check_attention(int nq, int nk, int heads, int hd, int causal, int l
     free(q), free(k), free(v), free(out), free(scratch), free(p);
 }
 
+/* The decoder's slot cache: keys gathered through an index list must give the same
+ * result as the same keys laid out contiguously (checked against dmt_attention). */
+static void check_attention_slots(int nk, int heads, int hd, int pool) {
+    int d = heads * hd;
+    float *q = random_floats((size_t)d, -1, 1);
+    float *kpool = random_floats((size_t)pool * d, -1, 1), *vpool = random_floats((size_t)pool * d, -1, 1);
+    float *k = malloc((size_t)nk * d * sizeof *k), *v = malloc((size_t)nk * d * sizeof *v);
+    float *got = malloc((size_t)d * sizeof *got), *want = malloc((size_t)d * sizeof *want);
+    float *scratch = malloc((size_t)nk * sizeof *scratch);
+    int *slots = malloc((size_t)nk * sizeof *slots);
+    for (int j = 0; j < nk; j++) {
+        slots[j] = (j * 7 + 3) % pool; /* scattered, repeats allowed */
+        memcpy(k + (size_t)j * d, kpool + (size_t)slots[j] * d, (size_t)d * sizeof *k);
+        memcpy(v + (size_t)j * d, vpool + (size_t)slots[j] * d, (size_t)d * sizeof *v);
+    }
+    dmt_attention_slots(got, q, kpool, vpool, d, slots, nk, heads, scratch);
+    dmt_attention(want, d, q, d, k, v, d, 1, nk, heads, d, -1, scratch);
+    double worst = 0;
+    for (int t = 0; t < d; t++) worst = fmax(worst, fabs(got[t] - want[t]));
+    char what[160];
+    snprintf(what, sizeof what, "dmt_attention_slots nk=%d heads=%d head_dim=%d = contiguous attention (max diff %.1e)",
+             nk, heads, hd, worst);
+    CHECK(worst <= 1e-6, what, "max abs difference %.3e", worst);
+    free(q), free(kpool), free(vpool), free(k), free(v), free(got), free(want), free(scratch), free(slots);
+}
+
 int main(void) {
     /* matmul: contiguous and strided, with and without bias, odd and degenerate sizes */
     check_matmul(7, 13, 5, 1, 13, 5);
@@ -256,6 +282,9 @@ int main(void) {
             check_attention(sh[0], sh[1], sh[2], sh[3], causal, 0, 0, 0, 1.0f);
             check_attention(sh[0], sh[1], sh[2], sh[3], causal, 3, sh[2] * sh[3] + 1, 5, 1.0f);
         }
+    check_attention_slots(1, 1, 4, 3);
+    check_attention_slots(9, 2, 4, 16);
+    check_attention_slots(40, 4, 8, 23);
     /* decoder steps: a query row against a longer cache with the offset of its position */
     check_attention(1, 11, 2, 4, 10, 0, 3, 0, 1.0f);
     check_attention(2, 11, 2, 4, 9, 1, 3, 2, 1.0f);
