@@ -4,7 +4,40 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+
+/* Hot loops get an AVX2+FMA clone picked at run time; the baseline build stays
+ * x86-64-v2 so the binary runs on any 64-bit x86 server. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define DMT_HOT __attribute__((target_clones("avx2,fma", "default")))
+#else
+#define DMT_HOT
+#endif
+
+/* exp(x) for x <= 0, as in Cephes' expf (relative error ~1e-7), written so that
+ * the compiler vectorises loops over it; glibc's expf is one value at a time. */
+static inline float exp_nonpositive(float x) {
+    x = x > -87.0f ? x : -87.0f;
+    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
+    return p * scale.f;
+}
+
+static float row_max(const float *r, int len) {
+    float mx = -FLT_MAX;
+    for (int j = 0; j < len; j++) mx = r[j] > mx ? r[j] : mx;
+    return mx;
+}
 
 void dmt_matmul_strided(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin) {
     float beta = 0.0f;
@@ -55,31 +88,35 @@ void dmt_gelu(float *x, long n) {
     for (long i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * (float)M_SQRT1_2));
 }
 
-void dmt_softmax(float *x, int n, int len) {
+DMT_HOT void dmt_softmax(float *x, int n, int len) {
     for (int i = 0; i < n; i++) {
-        float *r = x + (size_t)i * len, mx = -FLT_MAX;
-        for (int j = 0; j < len; j++) mx = r[j] > mx ? r[j] : mx;
+        float *r = x + (size_t)i * len, mx = row_max(r, len);
+        if (mx == -INFINITY) mx = 0; /* a fully masked row stays finite garbage-free below */
         float sum = 0;
-        for (int j = 0; j < len; j++) { r[j] = expf(r[j] - mx); sum += r[j]; }
+        for (int j = 0; j < len; j++) { r[j] = exp_nonpositive(r[j] - mx); sum += r[j]; }
         float inv = 1.0f / sum;
         for (int j = 0; j < len; j++) r[j] *= inv;
     }
 }
 
-void dmt_log_softmax(float *x, int n, int len) {
+DMT_HOT void dmt_log_softmax(float *x, int n, int len) {
+    enum { LANES = 16 }; /* partial sums: vectorisable, and more accurate than one running sum */
     for (int i = 0; i < n; i++) {
-        float *r = x + (size_t)i * len, mx = -FLT_MAX;
-        for (int j = 0; j < len; j++) mx = r[j] > mx ? r[j] : mx;
+        float *r = x + (size_t)i * len, mx = row_max(r, len), part[LANES] = {0};
+        int j = 0;
+        for (; j + LANES <= len; j += LANES)
+            for (int k = 0; k < LANES; k++) part[k] += exp_nonpositive(r[j + k] - mx);
         double sum = 0;
-        for (int j = 0; j < len; j++) sum += expf(r[j] - mx);
+        for (; j < len; j++) sum += exp_nonpositive(r[j] - mx);
+        for (int k = 0; k < LANES; k++) sum += part[k];
         float lse = mx + (float)log(sum);
-        for (int j = 0; j < len; j++) r[j] -= lse;
+        for (j = 0; j < len; j++) r[j] -= lse;
     }
 }
 
 /* One query row against nk keys of one head: the decoder-step case, where a GEMM
  * call costs more than the arithmetic. */
-static void attend_row(float *out, const float *q, const float *k, const float *v, int ldkv, int nk, int hd,
+DMT_HOT static void attend_row(float *out, const float *q, const float *k, const float *v, int ldkv, int nk, int hd,
                        float *p) {
     float mx = -FLT_MAX;
     for (int j = 0; j < nk; j++) {
@@ -90,7 +127,7 @@ static void attend_row(float *out, const float *q, const float *k, const float *
         mx = s > mx ? s : mx;
     }
     float sum = 0;
-    for (int j = 0; j < nk; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+    for (int j = 0; j < nk; j++) { p[j] = exp_nonpositive(p[j] - mx); sum += p[j]; }
     float inv = 1.0f / sum;
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int j = 0; j < nk; j++) {
@@ -124,8 +161,8 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
     }
 }
 
-void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
-                         int nk, int heads, float *scratch) {
+DMT_HOT void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
+                                 int nk, int heads, float *scratch) {
     int hd = ld / heads;
     for (int h = 0; h < heads; h++) {
         const float *qh = q + h * hd;
@@ -138,7 +175,7 @@ void dmt_attention_slots(float *out, const float *q, const float *k, const float
             mx = sc > mx ? sc : mx;
         }
         float sum = 0;
-        for (int j = 0; j < nk; j++) { p[j] = expf(p[j] - mx); sum += p[j]; }
+        for (int j = 0; j < nk; j++) { p[j] = exp_nonpositive(p[j] - mx); sum += p[j]; }
         float inv = 1.0f / sum, *o = out + h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
         for (int j = 0; j < nk; j++) {
