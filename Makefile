@@ -14,9 +14,9 @@
 CC      ?= gcc
 CXX     ?= g++
 BUILD   ?= build
-OPT     ?= -O2 -march=x86-64-v2 -mtune=generic
+OPT     ?= -O3 -march=x86-64-v2 -mtune=generic
 SAN     ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp-simd -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
 LDFLAGS += -pthread $(SAN)
 LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lstdc++ -lm
@@ -127,3 +127,18 @@ train: deps-train
 .PHONY: docker-test
 docker-test:
 	@scripts/docker_test.sh
+
+# ---- benchmark report (bench/bench.py; docs in its header). Not part of `make test`:
+# deepmt vs the PyTorch baseline (tools/bench_torch.py) on Multi30k, `deepmt serve`
+# under load, 12/100/1,000-layer models. Writes $(BUILD)/bench/report.md and
+# report.json. BENCH_SIZE=1 adds the 3.2B-parameter model (minutes, ~20 GB of RAM,
+# 6.4 GB of disk under $(BUILD)/bench, deleted afterwards).
+BENCH_THREADS ?= 1,2
+BENCH_ROUNDS  ?= 2
+BENCH_SIZE    ?=
+BENCH_ARGS    ?=
+.PHONY: bench
+bench: deps-train
+	@$(MAKE) --no-print-directory $(BUILD)/deepmt bench-bin
+	$(PYTHON) bench/bench.py --build $(BUILD) --model $(MODEL) --shared $(SHARED) \
+	  --threads $(BENCH_THREADS) --rounds $(BENCH_ROUNDS) $(if $(BENCH_SIZE),--size) $(BENCH_ARGS)

@@ -80,8 +80,12 @@ oom:
     return NULL;
 }
 
+/* Tensor names are built from short prefixes ("decoder.layers.499.encoder_attn.q_proj");
+ * NAME_MAX_LEN leaves room for any suffix, so truncation cannot happen. */
+#define NAME_MAX_LEN 256
+
 static int bind_linear(loader *L, dmt_linear *lin, const char *prefix, int out, int in, int has_bias) {
-    char name[160];
+    char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.weight", prefix);
     if (!(lin->weight = bind(L, name, out, in))) return -1;
     lin->bias = NULL;
@@ -95,7 +99,7 @@ static int bind_linear(loader *L, dmt_linear *lin, const char *prefix, int out, 
 }
 
 static int bind_norm(loader *L, dmt_norm_weights *n, const char *prefix, int d) {
-    char name[160];
+    char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.weight", prefix);
     if (!(n->weight = bind(L, name, d, 0))) return -1;
     snprintf(name, sizeof name, "%s.bias", prefix);
@@ -106,7 +110,7 @@ static int bind_norm(loader *L, dmt_norm_weights *n, const char *prefix, int d) 
 static int bind_attention(loader *L, dmt_attention_weights *a, const char *prefix, int d) {
     static const char *const proj[] = {"q_proj", "k_proj", "v_proj", "out_proj"};
     dmt_linear *dst[] = {&a->q, &a->k, &a->v, &a->out};
-    char name[160];
+    char name[NAME_MAX_LEN - 16];
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, proj[i]);
         if (bind_linear(L, dst[i], name, d, d, 1)) return -1;
@@ -133,7 +137,7 @@ static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_
                       int is_decoder) {
     const dmt_config *c = &L->m->cfg;
     int d = c->d_model;
-    char name[160];
+    char name[NAME_MAX_LEN - 32];
     s->n_layers = n_layers;
     s->alpha = alpha;
     s->layers = own(L->m, (size_t)n_layers * sizeof *s->layers);

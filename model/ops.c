@@ -17,9 +17,18 @@
 
 /* exp(x) for x <= 0, as in Cephes' expf (relative error ~1e-7), written so that
  * the compiler vectorises loops over it; glibc's expf is one value at a time. */
-static inline float exp_nonpositive(float x) {
-    x = x > -87.0f ? x : -87.0f;
-    float n = __builtin_floorf(x * 1.44269504088896341f + 0.5f);
+__attribute__((always_inline)) static inline float exp_nonpositive(float x) {
+    /* x = max(x, -87) as a bitwise select: a ?: here stops GCC 12 from vectorising
+     * the loop inside a target clone. Below -87, exp underflows anyway. */
+    int32_t xb, lo;
+    const float lof = -87.0f;
+    memcpy(&xb, &x, sizeof xb);
+    memcpy(&lo, &lof, sizeof lo);
+    int32_t keep = -(int32_t)(x >= -87.0f);
+    xb = (xb & keep) | (lo & ~keep);
+    memcpy(&x, &xb, sizeof x);
+    /* n = round(x / ln 2) by the 1.5 * 2^23 trick: arithmetic only, so it vectorises */
+    float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
     float r = x - n * 0.693359375f;
     r = r - n * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -29,12 +38,15 @@ static inline float exp_nonpositive(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    union { int32_t i; float f; } scale = {.i = ((int32_t)n + 127) << 23};
-    return p * scale.f;
+    int32_t bits = ((int32_t)n + 127) << 23; /* 2^n */
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
 }
 
 static float row_max(const float *r, int len) {
     float mx = -FLT_MAX;
+#pragma omp simd reduction(max : mx)
     for (int j = 0; j < len; j++) mx = r[j] > mx ? r[j] : mx;
     return mx;
 }
@@ -91,8 +103,8 @@ void dmt_gelu(float *x, long n) {
 DMT_HOT void dmt_softmax(float *x, int n, int len) {
     for (int i = 0; i < n; i++) {
         float *r = x + (size_t)i * len, mx = row_max(r, len);
-        if (mx == -INFINITY) mx = 0; /* a fully masked row stays finite garbage-free below */
         float sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < len; j++) { r[j] = exp_nonpositive(r[j] - mx); sum += r[j]; }
         float inv = 1.0f / sum;
         for (int j = 0; j < len; j++) r[j] *= inv;
@@ -100,17 +112,13 @@ DMT_HOT void dmt_softmax(float *x, int n, int len) {
 }
 
 DMT_HOT void dmt_log_softmax(float *x, int n, int len) {
-    enum { LANES = 16 }; /* partial sums: vectorisable, and more accurate than one running sum */
     for (int i = 0; i < n; i++) {
-        float *r = x + (size_t)i * len, mx = row_max(r, len), part[LANES] = {0};
-        int j = 0;
-        for (; j + LANES <= len; j += LANES)
-            for (int k = 0; k < LANES; k++) part[k] += exp_nonpositive(r[j + k] - mx);
-        double sum = 0;
-        for (; j < len; j++) sum += exp_nonpositive(r[j] - mx);
-        for (int k = 0; k < LANES; k++) sum += part[k];
-        float lse = mx + (float)log(sum);
-        for (j = 0; j < len; j++) r[j] -= lse;
+        float *r = x + (size_t)i * len, mx = row_max(r, len), sum = 0;
+        /* the simd reduction keeps one partial sum per lane, which also limits rounding drift */
+#pragma omp simd reduction(+ : sum)
+        for (int j = 0; j < len; j++) sum += exp_nonpositive(r[j] - mx);
+        float lse = mx + logf(sum);
+        for (int j = 0; j < len; j++) r[j] -= lse;
     }
 }
 
@@ -122,11 +130,13 @@ DMT_HOT static void attend_row(float *out, const float *q, const float *k, const
     for (int j = 0; j < nk; j++) {
         const float *kr = k + (size_t)j * ldkv;
         float s = 0;
+#pragma omp simd reduction(+ : s)
         for (int t = 0; t < hd; t++) s += q[t] * kr[t];
         p[j] = s;
         mx = s > mx ? s : mx;
     }
     float sum = 0;
+#pragma omp simd reduction(+ : sum)
     for (int j = 0; j < nk; j++) { p[j] = exp_nonpositive(p[j] - mx); sum += p[j]; }
     float inv = 1.0f / sum;
     memset(out, 0, (size_t)hd * sizeof(float));
@@ -170,11 +180,13 @@ DMT_HOT void dmt_attention_slots(float *out, const float *q, const float *k, con
         for (int j = 0; j < nk; j++) {
             const float *kr = k + (size_t)slots[j] * ld + h * hd;
             float sc = 0;
+#pragma omp simd reduction(+ : sc)
             for (int t = 0; t < hd; t++) sc += qh[t] * kr[t];
             p[j] = sc;
             mx = sc > mx ? sc : mx;
         }
         float sum = 0;
+#pragma omp simd reduction(+ : sum)
         for (int j = 0; j < nk; j++) { p[j] = exp_nonpositive(p[j] - mx); sum += p[j]; }
         float inv = 1.0f / sum, *o = out + h * hd;
         memset(o, 0, (size_t)hd * sizeof(float));
