@@ -26,7 +26,7 @@
 
 /* The first line of dir/name into buf (newline stripped); 0 if the file is absent. */
 static int read_line(const char *dir, const char *name, char *buf, size_t cap) {
-    char path[1200];
+    char path[1400];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
