@@ -1,0 +1,246 @@
+/* config.c — `deepmt serve` flags and environment variables (a flag wins over its
+ * variable; every flag --some-name has the variable DEEPMT_SOME_NAME). */
+#include "server/server.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_LOG, OPT_KEYS } opt_kind;
+
+typedef struct {
+    const char *flag;   /* without the leading -- */
+    opt_kind kind;
+    size_t offset;      /* into dmt_server_config */
+    size_t size;        /* OPT_STR: buffer size */
+    long lo, hi;        /* OPT_INT / OPT_SIZE range */
+    const char *arg, *help;
+} option;
+
+#define F(field) offsetof(dmt_server_config, field)
+static const option options[] = {
+    {"model", OPT_STR, F(model_dir), sizeof ((dmt_server_config *)0)->model_dir, 0, 0, "DIR",
+     "model directory (config.json, model.safetensors, sentencepiece.model) [models/default]"},
+    {"host", OPT_STR, F(host), sizeof ((dmt_server_config *)0)->host, 0, 0, "ADDR", "address to bind [127.0.0.1]"},
+    {"port", OPT_INT, F(port), 0, 0, 65535, "N", "TCP port (0: any free port) [5000]"},
+    {"threads", OPT_INT, F(threads), 0, 0, 1024, "N", "BLAS threads (0: cores / workers) [0]"},
+    {"workers", OPT_INT, F(workers), 0, 1, 64, "N", "model workers, each with its own buffers [1]"},
+    {"http-threads", OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]"},
+    {"max-batch-sentences", OPT_INT, F(max_batch_sentences), 0, 1, 4096, "N",
+     "sentences in one batch; 1 turns dynamic batching off [32]"},
+    {"max-batch-tokens", OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",
+     "padded source tokens in one batch (estimated) [4096]"},
+    {"max-wait-ms", OPT_INT, F(max_wait_ms), 0, 0, 10000, "MS", "how long a batch waits to fill up [5]"},
+    {"max-body-bytes", OPT_SIZE, F(max_body_bytes), 0, 64, 1L << 30, "BYTES",
+     "largest request body (k/M suffixes) [1M]"},
+    {"max-chars", OPT_INT, F(max_chars), 0, 1, INT_MAX, "N", "characters per request [20000]"},
+    {"max-sentences", OPT_INT, F(max_sentences), 0, 1, 1 << 20, "N", "sentences per request [512]"},
+    {"max-queue", OPT_INT, F(max_queue), 0, 1, 1 << 22, "N", "sentences waiting before 429 [4096]"},
+    {"max-alternatives", OPT_INT, F(max_alternatives), 0, 0, 16, "N", "largest \"alternatives\" [8]"},
+    {"request-timeout", OPT_INT, F(request_timeout_s), 0, 0, 86400, "SEC",
+     "a request waiting longer in the queue gets 503 (0: never) [60]"},
+    {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
+    {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
+     "send CORS headers for this origin (\"*\" for any) [off]"},
+    {"log-format", OPT_LOG, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
+    {"api-keys", OPT_KEYS, 0, 0, 0, 0, "FILE",
+     "require one of these keys (one a line; env: comma list) [off]"},
+};
+#undef F
+#define N_OPTIONS (sizeof options / sizeof *options)
+
+void dmt_server_config_default(dmt_server_config *c) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->model_dir, sizeof c->model_dir, "models/default");
+    snprintf(c->host, sizeof c->host, "127.0.0.1");
+    c->port = 5000;
+    c->workers = 1;
+    c->http_threads = 2;
+    c->max_batch_sentences = 32;
+    c->max_batch_tokens = 4096;
+    c->max_wait_ms = 5;
+    c->max_body_bytes = 1 << 20;
+    c->max_chars = 20000;
+    c->max_sentences = 512;
+    c->max_queue = 4096;
+    c->max_alternatives = 8;
+    c->request_timeout_s = 60;
+    c->max_connections = 1024;
+}
+
+void dmt_server_config_clear(dmt_server_config *c) {
+    for (int i = 0; i < c->n_api_keys; i++) free(c->api_keys[i]);
+    free(c->api_keys);
+    c->api_keys = NULL;
+    c->n_api_keys = 0;
+}
+
+void dmt_server_usage(FILE *f) {
+    fprintf(f, "usage: deepmt serve [options]\n\n"
+               "Serves a model over HTTP with a LibreTranslate-compatible JSON API:\n"
+               "POST /translate, GET /languages, /health, /ready, /metrics (docs/server.md).\n\n"
+               "options (each also read from the environment variable shown; a flag wins):\n");
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        char env[64], left[64];
+        size_t k = (size_t)snprintf(env, sizeof env, "DEEPMT_");
+        for (const char *p = options[i].flag; *p && k + 1 < sizeof env; p++)
+            env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[k] = 0;
+        snprintf(left, sizeof left, "--%s %s", options[i].flag, options[i].arg);
+        fprintf(f, "  %-30s %s\n  %-30s   env %s\n", left, options[i].help, "", env);
+    }
+    fprintf(f, "  %-30s %s\n", "-h, --help", "this help");
+}
+
+static int add_key(dmt_server_config *c, const char *k, size_t len) {
+    while (len && isspace((unsigned char)*k)) k++, len--;
+    while (len && isspace((unsigned char)k[len - 1])) len--;
+    if (!len || *k == '#') return 0;
+    char **keys = realloc(c->api_keys, sizeof *keys * (size_t)(c->n_api_keys + 1));
+    if (!keys) return -1;
+    c->api_keys = keys;
+    if (!(keys[c->n_api_keys] = strndup(k, len))) return -1;
+    c->n_api_keys++;
+    return 0;
+}
+
+/* Keys from a comma list (env) or a file (one a line, '#' comments). */
+static int load_keys(dmt_server_config *c, const char *value, int is_file, char *err, size_t errlen) {
+    dmt_server_config_clear(c);
+    if (!is_file) {
+        for (const char *p = value; *p;) {
+            const char *e = strchr(p, ',');
+            size_t l = e ? (size_t)(e - p) : strlen(p);
+            if (add_key(c, p, l)) goto oom;
+            p += l + (e != NULL);
+        }
+    } else {
+        FILE *f = fopen(value, "r");
+        if (!f) {
+            snprintf(err, errlen, "--api-keys: cannot open %s: %s", value, strerror(errno));
+            return -1;
+        }
+        char line[4096];
+        while (fgets(line, sizeof line, f))
+            if (add_key(c, line, strlen(line))) {
+                fclose(f);
+                goto oom;
+            }
+        fclose(f);
+    }
+    if (c->n_api_keys == 0) {
+        snprintf(err, errlen, "--api-keys: no keys in %s", is_file ? value : "DEEPMT_API_KEYS");
+        return -1;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
+}
+
+static int parse_size(const char *v, long lo, long hi, size_t *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || errno) return -1;
+    if (*end == 'k' || *end == 'K') x *= 1024, end++;
+    else if (*end == 'm' || *end == 'M') x *= 1024 * 1024, end++;
+    else if (*end == 'g' || *end == 'G') x *= 1024.0 * 1024 * 1024, end++;
+    if (*end == 'i' || *end == 'B') end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
+    if (*end || x < lo || x > hi) return -1;
+    *out = (size_t)x;
+    return 0;
+}
+
+/* Sets one option from a string; src names it in messages ("--port", "DEEPMT_PORT"). */
+static int set_option(dmt_server_config *c, const option *o, const char *v, const char *src, int from_env,
+                      char *err, size_t errlen) {
+    char *base = (char *)c;
+    switch (o->kind) {
+    case OPT_STR:
+        if (strlen(v) >= o->size) {
+            snprintf(err, errlen, "%s: value too long", src);
+            return -1;
+        }
+        snprintf(base + o->offset, o->size, "%s", v);
+        return 0;
+    case OPT_INT: {
+        char *end;
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (end == v || *end || errno || x < o->lo || x > o->hi) {
+            snprintf(err, errlen, "%s: expected an integer from %ld to %ld, got '%s'", src, o->lo, o->hi, v);
+            return -1;
+        }
+        *(int *)(base + o->offset) = (int)x;
+        return 0;
+    }
+    case OPT_SIZE:
+        if (parse_size(v, o->lo, o->hi, (size_t *)(base + o->offset))) {
+            snprintf(err, errlen, "%s: expected a size from %ld to %ld bytes (k, M suffixes), got '%s'", src, o->lo,
+                     o->hi, v);
+            return -1;
+        }
+        return 0;
+    case OPT_LOG:
+        if (strcmp(v, "text") && strcmp(v, "json")) {
+            snprintf(err, errlen, "%s: expected text or json, got '%s'", src, v);
+            return -1;
+        }
+        c->log_json = !strcmp(v, "json");
+        return 0;
+    case OPT_KEYS:
+        return load_keys(c, v, !from_env, err, errlen);
+    }
+    return -1;
+}
+
+int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, char *err, size_t errlen) {
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        char env[64];
+        size_t k = (size_t)snprintf(env, sizeof env, "DEEPMT_");
+        for (const char *p = options[i].flag; *p && k + 1 < sizeof env; p++)
+            env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
+        env[k] = 0;
+        const char *v = getenv(env);
+        if (v && *v && set_option(c, &options[i], v, env, 1, err, errlen)) return -1;
+    }
+    for (int a = 1; a < argc; a++) {
+        const char *arg = argv[a];
+        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
+            dmt_server_usage(stdout);
+            return 1;
+        }
+        if (strncmp(arg, "--", 2)) {
+            snprintf(err, errlen, "unexpected argument '%s' (see deepmt serve --help)", arg);
+            return -1;
+        }
+        const char *name = arg + 2, *eq = strchr(name, '=');
+        size_t nl = eq ? (size_t)(eq - name) : strlen(name);
+        const option *o = NULL;
+        for (size_t i = 0; i < N_OPTIONS; i++)
+            if (strlen(options[i].flag) == nl && !strncmp(options[i].flag, name, nl)) o = &options[i];
+        if (!o) {
+            snprintf(err, errlen, "unknown option '%s' (see deepmt serve --help)", arg);
+            return -1;
+        }
+        const char *v = eq ? eq + 1 : a + 1 < argc ? argv[++a] : NULL;
+        if (!v) {
+            snprintf(err, errlen, "--%s needs a value", o->flag);
+            return -1;
+        }
+        char src[64];
+        snprintf(src, sizeof src, "--%s", o->flag);
+        if (set_option(c, o, v, src, 0, err, errlen)) return -1;
+    }
+    if (c->threads == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        c->threads = cores > c->workers ? (int)(cores / c->workers) : 1;
+    }
+    if (c->max_sentences > c->max_queue) c->max_sentences = c->max_queue;
+    return 0;
+}

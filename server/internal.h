@@ -1,0 +1,169 @@
+/* internal.h — what the server's modules share (not a public API).
+ *
+ *   server.c     startup, signals, drain and shutdown, access log
+ *   http.c       libmicrohttpd glue: routing, body limits, suspend/resume, responses
+ *   api.c        the JSON API: request validation, sentence splitting, responses
+ *   scheduler.c  the sentence queue, dynamic batching, model workers
+ *   metrics.c    counters and histograms, Prometheus text
+ *   detect.c     a cheap language guess for source "auto"
+ */
+#ifndef DEEPMT_SERVER_INTERNAL_H
+#define DEEPMT_SERVER_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "model/translate.h"
+#include "server/sentences.h"
+#include "server/server.h"
+
+/* Monotonic clock in seconds. */
+double dmt_now(void);
+
+/* ---- metrics.c: thread-safe counters ---- */
+
+typedef struct dmt_metrics dmt_metrics;
+dmt_metrics *dmt_metrics_new(void);
+void dmt_metrics_free(dmt_metrics *m);
+/* One finished HTTP request (status 0: the client went away before the answer). */
+void dmt_metrics_request(dmt_metrics *m, int status, double seconds);
+/* One batch run by a worker. */
+void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_tokens, double seconds);
+void dmt_metrics_rejected(dmt_metrics *m); /* a request refused because the queue was full */
+/* The Prometheus text exposition; malloc'd, NUL-terminated. */
+char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, int ready, int active_requests);
+
+/* ---- scheduler.c: queue + batching + workers ---- */
+
+typedef struct dmt_work dmt_work;
+
+/* One sentence to translate. */
+typedef struct {
+    const char *text;          /* borrowed from the request */
+    size_t len;
+    int target_id;             /* language token id */
+    int cost;                  /* estimated source tokens (batch token cap) */
+    dmt_work *work;            /* owner */
+    dmt_translate_output out;  /* filled by a worker */
+    int internal_error;        /* the whole batch failed (out of memory...): 500 */
+} dmt_job;
+
+/* All sentences of one request; they share decoding options. The scheduler calls
+ * done(w) exactly once, from a worker thread, when every job has an output, has
+ * failed or has timed out. */
+struct dmt_work {
+    dmt_job *jobs;
+    int n_jobs;
+    dmt_beam_options opt;
+    double deadline;           /* dmt_now() after which queued jobs are dropped; 0 = never */
+    void (*done)(dmt_work *w);
+    void *user;
+    /* scheduler-owned */
+    atomic_int pending;
+    atomic_int timed_out;      /* some jobs were dropped at the deadline */
+    atomic_int cancelled;      /* some jobs were dropped at shutdown */
+    double enqueued;
+};
+
+typedef struct {
+    int workers, blas_threads;
+    int max_batch_sentences, max_batch_tokens, max_wait_ms;
+    int max_queue;             /* sentences */
+} dmt_scheduler_options;
+
+typedef struct dmt_scheduler dmt_scheduler;
+
+dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics);
+
+/* Loads the model on a background thread, then starts the workers; calls
+ * on_loaded(arg, NULL) when ready or on_loaded(arg, message) on failure, from
+ * that thread. 0, or -1 when the thread cannot start. */
+int dmt_scheduler_load_async(dmt_scheduler *s, const char *model_dir,
+                             void (*on_loaded)(void *arg, const char *error), void *arg);
+int dmt_scheduler_ready(dmt_scheduler *s);
+const dmt_model *dmt_scheduler_model(dmt_scheduler *s); /* NULL until ready */
+double dmt_scheduler_load_seconds(dmt_scheduler *s);
+
+enum { DMT_SUBMIT_OK = 0, DMT_SUBMIT_FULL = -1, DMT_SUBMIT_NOT_READY = -2 };
+/* Queues every job of w (n_jobs >= 1). On DMT_SUBMIT_OK, w belongs to the
+ * scheduler until done(w) is called; otherwise nothing was queued. */
+int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w);
+
+int dmt_scheduler_queued(dmt_scheduler *s);  /* sentences waiting */
+int dmt_scheduler_busy(dmt_scheduler *s);    /* workers running a batch */
+
+/* Drops every queued job (their requests finish with an error); batches being
+ * run are not interrupted. For a shutdown that should not wait. */
+void dmt_scheduler_cancel(dmt_scheduler *s);
+/* Lets the workers finish everything queued and joins every thread; later
+ * submits are refused (DMT_SUBMIT_NOT_READY). The scheduler stays valid. */
+void dmt_scheduler_stop(dmt_scheduler *s);
+/* Stops (if not yet) and frees, model included. */
+void dmt_scheduler_free(dmt_scheduler *s);
+
+/* ---- api.c: the JSON side of the API ---- */
+
+/* A validated POST /translate. */
+typedef struct {
+    json_t *body;              /* owns the strings texts[] point into */
+    int is_array;              /* q was an array */
+    int n_texts;
+    const char **texts;
+    size_t *lens;
+    int *first, *count;        /* text t owns jobs first[t] .. first[t] + count[t] - 1 */
+    dmt_span *spans;           /* per job: where the sentence sits in its text */
+    int n_sentences;
+    int same_language;         /* source == target: echo the input */
+    int alternatives;
+    const char **detected;     /* per text, source "auto": a language code, or NULL */
+    double *confidence;
+    dmt_work work;
+} dmt_api_request;
+
+/* Parses and validates a translate request; takes ownership of body. Returns 0 with
+ * *out set, or an HTTP status (400, 403, 413) with a message in err. */
+int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg, json_t *body,
+                            dmt_api_request **out, char *err, size_t errlen);
+
+/* The response body once every job is done; *status is 200, or the error status
+ * (with {"error": ...}). */
+json_t *dmt_api_translate_result(const dmt_api_request *r, int *status);
+
+void dmt_api_request_free(dmt_api_request *r);
+
+json_t *dmt_api_languages(const dmt_config *mcfg);
+json_t *dmt_api_error(const char *fmt, ...);
+
+/* ---- detect.c ---- */
+
+/* Guesses the language of texts among the model's languages; NULL when it
+ * cannot tell. confidence is 0..100 as in LibreTranslate. */
+const char *dmt_detect_language(const dmt_config *mcfg, const char *const *texts, const size_t *lens, int n,
+                                double *confidence);
+
+/* ---- server.c / http.c ---- */
+
+typedef struct dmt_server {
+    const dmt_server_config *cfg;
+    dmt_config model_cfg;      /* config.json, read before the model loads */
+    dmt_scheduler *sched;
+    dmt_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    atomic_int active;         /* requests between their first callback and completion */
+    atomic_int draining;       /* shutting down: answers carry Connection: close */
+    double started;
+} dmt_server;
+
+int dmt_http_start(dmt_server *srv, char *err, size_t errlen);
+int dmt_http_port(dmt_server *srv);     /* the bound port (for --port 0) */
+void dmt_http_quiesce(dmt_server *srv); /* stop accepting connections */
+void dmt_http_stop(dmt_server *srv);
+
+/* One access-log line on stderr. */
+void dmt_access_log(const dmt_server *srv, const char *client, const char *method, const char *path, int status,
+                    size_t bytes, double seconds, int sentences);
+void dmt_server_log(const dmt_server_config *cfg, const char *fmt, ...);
+
+#endif

@@ -1,0 +1,225 @@
+/* server.c — the life of `deepmt serve`: start, load, serve, drain, stop.
+ *
+ *   1. read config.json (fails fast on a missing or bad model directory);
+ *   2. open the HTTP socket: /health answers at once, /ready says 503 "loading";
+ *   3. load the weights on a background thread, then start the workers (/ready 200);
+ *   4. on SIGTERM or SIGINT: stop accepting connections, let every request in
+ *      flight finish (a second signal cuts the wait short), stop the workers and
+ *      the HTTP threads, exit 0.
+ * Signals are turned into bytes on a pipe by a handler (the only global here):
+ * BLAS creates threads before main() that would not block them, so sigwait()
+ * could not be relied on.
+ */
+#include "server/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static int signal_pipe[2] = {-1, -1};
+
+static void on_signal(int sig) {
+    int saved = errno;
+    char b = sig == SIGINT ? 'I' : 'T';
+    if (write(signal_pipe[1], &b, 1) < 0) { /* pipe full: a wake-up is pending anyway */ }
+    errno = saved;
+}
+
+static void timestamp(char *buf, size_t cap) {
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    struct tm tm;
+    gmtime_r(&tv.tv_sec, &tm);
+    size_t n = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, cap - n, ".%03dZ", (int)(tv.tv_usec / 1000));
+}
+
+void dmt_server_log(const dmt_server_config *cfg, const char *fmt, ...) {
+    char msg[1024], ts[40];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    timestamp(ts, sizeof ts);
+    if (cfg->log_json) {
+        json_t *j = json_pack("{s:s, s:s, s:s}", "time", ts, "level", "info", "message", msg);
+        char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (s) fprintf(stderr, "%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        fprintf(stderr, "%s deepmt serve: %s\n", ts, msg);
+    }
+}
+
+/* Copies s with control characters, quotes and backslashes replaced by '?', so a
+ * text log line stays one line. */
+static void sanitize(char *dst, size_t cap, const char *s) {
+    size_t i = 0;
+    for (; *s && i + 1 < cap; s++) dst[i++] = (unsigned char)*s < 0x20 || *s == '"' || *s == '\\' || *s == 0x7F ? '?' : *s;
+    dst[i] = 0;
+}
+
+void dmt_access_log(const dmt_server *srv, const char *client, const char *method, const char *path, int status,
+                    size_t bytes, double seconds, int sentences) {
+    char ts[40];
+    timestamp(ts, sizeof ts);
+    if (srv->cfg->log_json) {
+        json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:i}", "time", ts, "client", client, "method", method,
+                              "path", path, "status", status, "bytes", (json_int_t)bytes, "latency_ms",
+                              (double)(long long)(seconds * 1e4) / 10.0, "sentences", sentences);
+        if (!j) /* a path that is not UTF-8 */
+            j = json_pack("{s:s, s:s, s:s, s:s, s:i, s:I, s:f, s:i}", "time", ts, "client", client, "method", method,
+                          "path", "?", "status", status, "bytes", (json_int_t)bytes, "latency_ms",
+                          (double)(long long)(seconds * 1e4) / 10.0, "sentences", sentences);
+        char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (s) fprintf(stderr, "%s\n", s);
+        free(s);
+        json_decref(j);
+    } else {
+        char m[32], p[160];
+        sanitize(m, sizeof m, method);
+        sanitize(p, sizeof p, path);
+        fprintf(stderr, "%s %s \"%s %s\" %d %zu %.1fms sentences=%d\n", ts, client, m, p, status, bytes,
+                seconds * 1e3, sentences);
+    }
+}
+
+typedef struct {
+    dmt_server *srv;
+    atomic_int failed;
+} load_state;
+
+static void on_loaded(void *arg, const char *error) {
+    load_state *ls = arg;
+    if (error) {
+        dmt_server_log(ls->srv->cfg, "cannot load the model: %s", error);
+        atomic_store(&ls->failed, 1);
+    }
+    char b = error ? 'F' : 'L';
+    if (write(signal_pipe[1], &b, 1) < 0) { /* the main loop also polls the flag */ }
+}
+
+/* Waits up to ms for a byte on the signal pipe; returns it, or 0 on timeout. */
+static char wait_event(int ms) {
+    struct pollfd p = {.fd = signal_pipe[0], .events = POLLIN};
+    int rc = poll(&p, 1, ms);
+    char b = 0;
+    if (rc > 0 && read(signal_pipe[0], &b, 1) != 1) b = 0;
+    return b;
+}
+
+/* A clear message when the model directory is missing. */
+static int check_model_dir(const dmt_server_config *cfg, dmt_config *mcfg) {
+    struct stat st;
+    char err[1024], path[1100];
+    snprintf(path, sizeof path, "%s/config.json", cfg->model_dir);
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (!strcmp(cfg->model_dir, "models/default"))
+            fprintf(stderr, "deepmt serve: no model in models/default yet: the training run produces it "
+                            "(make train, docs/training.md). Until then pass --model DIR (or set DEEPMT_MODEL) "
+                            "to a folder with config.json, model.safetensors and sentencepiece.model, "
+                            "e.g. --model tests/fixtures/tiny-model (random weights, for trying the API).\n");
+        else
+            fprintf(stderr, "deepmt serve: %s: %s (is --model a model directory?)\n", path, strerror(e));
+        return -1;
+    }
+    if (dmt_config_load(path, mcfg, err, sizeof err) != 0) {
+        fprintf(stderr, "deepmt serve: %s\n", err);
+        return -1;
+    }
+    if (mcfg->n_languages == 0) {
+        fprintf(stderr, "deepmt serve: %s lists no languages\n", path);
+        return -1;
+    }
+    return 0;
+}
+
+int dmt_server_run(const dmt_server_config *cfg) {
+    dmt_server srv = {.cfg = cfg};
+    char err[1024];
+    int status = 1;
+    if (check_model_dir(cfg, &srv.model_cfg)) return 1;
+    if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK)) {
+        perror("deepmt serve: pipe");
+        return 1;
+    }
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    srv.started = dmt_now();
+    srv.metrics = dmt_metrics_new();
+    srv.sched = dmt_scheduler_new((dmt_scheduler_options){cfg->workers, cfg->threads, cfg->max_batch_sentences,
+                                                          cfg->max_batch_tokens, cfg->max_wait_ms, cfg->max_queue},
+                                  srv.metrics);
+    if (!srv.metrics || !srv.sched) {
+        fprintf(stderr, "deepmt serve: out of memory\n");
+        goto out;
+    }
+    if (dmt_http_start(&srv, err, sizeof err)) {
+        fprintf(stderr, "deepmt serve: %s\n", err);
+        goto out;
+    }
+    dmt_server_log(cfg, "listening on http://%s%s%s:%d (model %s loading; %d worker%s, %d BLAS thread%s each, "
+                        "batches of up to %d sentences)",
+                   strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", dmt_http_port(&srv),
+                   cfg->model_dir, cfg->workers, cfg->workers == 1 ? "" : "s", cfg->threads,
+                   cfg->threads == 1 ? "" : "s", cfg->max_batch_sentences);
+    load_state ls = {.srv = &srv};
+    if (dmt_scheduler_load_async(srv.sched, cfg->model_dir, on_loaded, &ls)) {
+        fprintf(stderr, "deepmt serve: cannot start the loader thread\n");
+        goto stop;
+    }
+    status = 0;
+    for (;;) {
+        char ev = wait_event(-1);
+        if (ev == 'L') {
+            dmt_server_log(cfg, "model loaded in %.2f s; ready", dmt_scheduler_load_seconds(srv.sched));
+        } else if (ev == 'F') {
+            status = 1;
+            break;
+        } else if (ev == 'T' || ev == 'I') {
+            dmt_server_log(cfg, "%s: draining %d request%s in flight", ev == 'T' ? "SIGTERM" : "SIGINT",
+                           atomic_load(&srv.active), atomic_load(&srv.active) == 1 ? "" : "s");
+            break;
+        }
+    }
+    /* drain: no new connections; requests in flight finish */
+    dmt_http_quiesce(&srv);
+    double limit = dmt_now() + (cfg->request_timeout_s > 0 ? cfg->request_timeout_s : 60) + 30;
+    while (atomic_load(&srv.active) > 0 && dmt_now() < limit) {
+        char ev = wait_event(20);
+        if (ev == 'T' || ev == 'I') {
+            dmt_server_log(cfg, "second signal: dropping queued work, stopping without waiting for %d request(s)",
+                           atomic_load(&srv.active));
+            dmt_scheduler_cancel(srv.sched);
+            break;
+        }
+    }
+stop:
+    dmt_scheduler_stop(srv.sched); /* finishes what is queued, resuming those connections */
+    for (int i = 0; i < 100 && atomic_load(&srv.active) > 0; i++) wait_event(20);
+    dmt_http_stop(&srv);
+    dmt_server_log(cfg, "stopped");
+out:
+    dmt_scheduler_free(srv.sched);
+    dmt_metrics_free(srv.metrics);
+    close(signal_pipe[0]);
+    close(signal_pipe[1]);
+    signal_pipe[0] = signal_pipe[1] = -1;
+    return status;
+}

@@ -1,0 +1,150 @@
+/* test_sentences.c — server/sentences.c: the sentence splitter.
+ *
+ * Each case lists the text and the sentences expected, joined by " | "; a second
+ * pass checks that gaps are whitespace only, so that reassembly (gap, sentence,
+ * gap, ...) gives back the text byte for byte. */
+#include "tests/c/check.h"
+#include "server/sentences.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* "s1 | s2 | s3" for the spans of text, in buf. Returns the count. */
+static int split_joined(const char *text, char *buf, size_t cap) {
+    size_t len = strlen(text);
+    int n = dmt_sentences_split(text, len, NULL, 0);
+    dmt_span *sp = calloc((size_t)n + 1, sizeof *sp);
+    int m = dmt_sentences_split(text, len, sp, n);
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && m == n; i++)
+        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s%.*s", i ? " | " : "", (int)sp[i].len, text + sp[i].start);
+    free(sp);
+    return n;
+}
+
+static void test_table(void) {
+    static const struct { const char *what, *text, *want; } cases[] = {
+        {"empty", "", ""},
+        {"whitespace only", "  \n\t \n", ""},
+        {"one sentence, no terminator", "Hello world", "Hello world"},
+        {"one sentence with terminator", "Hello world.", "Hello world."},
+        {"two sentences", "Hello world. How are you?", "Hello world. | How are you?"},
+        {"three terminators", "Stop! Why? Because.", "Stop! | Why? | Because."},
+        {"leading and trailing spaces", "  Ab cd.  Ef gh.  ", "Ab cd. | Ef gh."},
+        {"lowercase after dot: no split", "It costs 5 dollars. and more", "It costs 5 dollars. and more"},
+        {"decimal number", "Pi is 3.14 and e is 2.71. Both are numbers.", "Pi is 3.14 and e is 2.71. | Both are numbers."},
+        {"number ends a sentence", "It was 2024. Then it was 2025.", "It was 2024. | Then it was 2025."},
+        {"digit starts a sentence", "We left. 3 people stayed.", "We left. | 3 people stayed."},
+        {"Dr. abbreviation", "Dr. Smith is here. He waits.", "Dr. Smith is here. | He waits."},
+        {"Mr. and Mrs.", "Mr. and Mrs. Brown came. They sat.", "Mr. and Mrs. Brown came. | They sat."},
+        {"e.g. and i.e.", "Fruit, e.g. Apples, i.e. Red ones. Good.", "Fruit, e.g. Apples, i.e. Red ones. | Good."},
+        {"German z.B.", "Obst, z.B. Äpfel. Gut.", "Obst, z.B. Äpfel. | Gut."},
+        {"initial", "J. R. R. Tolkien wrote it. Yes.", "J. R. R. Tolkien wrote it. | Yes."},
+        {"acronym U.S.", "The U.S. Army left. Then peace.", "The U.S. Army left. | Then peace."},
+        {"No. before a number", "See No. 5 here. No. It is not.", "See No. 5 here. | No. | It is not."},
+        {"URL", "Visit www.example.com today. Thanks.", "Visit www.example.com today. | Thanks."},
+        {"ellipsis dots", "Wait... What happened?", "Wait... | What happened?"},
+        {"ellipsis dots, lowercase", "Wait... what happened?", "Wait... what happened?"},
+        {"unicode ellipsis", "Hmm\xE2\x80\xA6 Fine.", "Hmm\xE2\x80\xA6 | Fine."},
+        {"?! run", "Really?! Yes.", "Really?! | Yes."},
+        {"closing quote", "He said \"Go.\" She went.", "He said \"Go.\" | She went."},
+        {"closing bracket", "(It works.) Next one.", "(It works.) | Next one."},
+        {"opening quote starts", "Done. \"Next,\" he said.", "Done. | \"Next,\" he said."},
+        {"guillemets", "C'est fini. \xC2\xAB Oui \xC2\xBB, dit-il.", "C'est fini. | \xC2\xAB Oui \xC2\xBB, dit-il."},
+        {"accented uppercase", "Il est l\xC3\xA0. \xC3\x89tienne arrive.", "Il est l\xC3\xA0. | \xC3\x89tienne arrive."},
+        {"Czech uppercase \xC5\xA0", "Je to dobr\xC3\xA9. \xC5\xA0li jsme.", "Je to dobr\xC3\xA9. | \xC5\xA0li jsme."},
+        {"Cyrillic", "\xD0\x94\xD0\xB0. \xD0\x9D\xD0\xB5\xD1\x82.", "\xD0\x94\xD0\xB0. | \xD0\x9D\xD0\xB5\xD1\x82."},
+        {"Spanish \xC2\xBF", "Hola. \xC2\xBF" "Qu\xC3\xA9 tal?", "Hola. | \xC2\xBF" "Qu\xC3\xA9 tal?"},
+        {"CJK full stop, no space", "\xE4\xBD\xA0\xE5\xA5\xBD\xE3\x80\x82\xE5\x86\x8D\xE8\xA7\x81\xE3\x80\x82",
+         "\xE4\xBD\xA0\xE5\xA5\xBD\xE3\x80\x82 | \xE5\x86\x8D\xE8\xA7\x81\xE3\x80\x82"},
+        {"newline is a hard boundary", "first line\nsecond line", "first line | second line"},
+        {"paragraphs", "One. Two.\n\nThree.", "One. | Two. | Three."},
+        {"CRLF", "a b\r\nc d", "a b | c d"},
+        {"dot then newline", "End.\nnext", "End. | next"},
+        {"terminator at the very start", "...and so on. Fine.", "...and so on. | Fine."},
+        {"lone terminator", "!", "!"},
+        {"space before newline", "A.  \n  B.", "A. | B."},
+        {"nbsp inside", "Ab\xC2\xA0" "cd. Ef gh.", "Ab\xC2\xA0" "cd. | Ef gh."},
+        {"invalid UTF-8 bytes are letters", "x\xFF\xFE y. Z.", "x\xFF\xFE y. | Z."},
+        {"truncated sequence at end", "ab. \xC3", "ab. | \xC3"},
+    };
+    char got[1024], what[160];
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        split_joined(cases[i].text, got, sizeof got);
+        snprintf(what, sizeof what, "split: %s", cases[i].what);
+        CHECK(!strcmp(got, cases[i].want), what, "got [%s], want [%s]", got, cases[i].want);
+    }
+}
+
+/* Spans are in order, non-empty, trimmed, and everything between them is
+ * whitespace: reassembling gaps + sentences gives the text back. */
+static void test_gaps_are_whitespace(void) {
+    const char *texts[] = {
+        "  Hello there.  How are you?\n\n  Fine, thanks!  \n",
+        "Line one\r\nLine two. And three.\r\n",
+        "\t\"Quoted.\" Next. (Bracket.) Last...",
+        "x",
+    };
+    for (size_t t = 0; t < sizeof texts / sizeof *texts; t++) {
+        const char *s = texts[t];
+        size_t len = strlen(s), pos = 0;
+        dmt_span sp[32];
+        int n = dmt_sentences_split(s, len, sp, 32), ok = n > 0 && n <= 32;
+        for (int i = 0; ok && i < n; i++) {
+            if (sp[i].start < pos || sp[i].len == 0 || sp[i].start + sp[i].len > len) ok = 0;
+            for (size_t k = pos; ok && k < sp[i].start; k++)
+                if (!strchr(" \t\r\n", s[k])) ok = 0;
+            if (ok && strchr(" \t\r\n", s[sp[i].start])) ok = 0;
+            if (ok && strchr(" \t\r\n", s[sp[i].start + sp[i].len - 1])) ok = 0;
+            pos = sp[i].start + sp[i].len;
+        }
+        for (size_t k = pos; ok && k < len; k++)
+            if (!strchr(" \t\r\n", s[k])) ok = 0;
+        CHECK(ok, "gaps between sentences are whitespace only", "text %zu", t);
+    }
+}
+
+static void test_capacity(void) {
+    const char *s = "Ab. Cd. Ef. Gh.";
+    dmt_span sp[2];
+    memset(sp, 0, sizeof sp);
+    int n = dmt_sentences_split(s, strlen(s), sp, 2);
+    CHECK(n == 4, "returns the full count when cap is smaller", "n=%d", n);
+    CHECK(sp[1].start == 4 && sp[1].len == 3, "fills only cap spans", "start %zu len %zu", sp[1].start, sp[1].len);
+    CHECK(dmt_sentences_split(NULL, 0, NULL, 0) == 0, "NULL text has no sentences");
+}
+
+/* A long pseudo-random text: no crash, spans in bounds (run under ASan). */
+static void test_random_bytes(void) {
+    unsigned x = 12345;
+    char buf[4096];
+    int ok = 1;
+    for (int round = 0; round < 200 && ok; round++) {
+        size_t len = 1 + (size_t)(round * 17 % 4000);
+        static const char alphabet[] = "aB. !?\n\r\t\"')(3\xC3\xA9\xE2\x80\xA6\xE3\x80\x82\xFF";
+        for (size_t i = 0; i < len; i++) {
+            x = x * 1103515245u + 12345u;
+            buf[i] = alphabet[(x >> 16) % (sizeof alphabet - 1)];
+        }
+        int n = dmt_sentences_split(buf, len, NULL, 0);
+        dmt_span *sp = malloc(sizeof *sp * (size_t)(n + 1));
+        int m = dmt_sentences_split(buf, len, sp, n);
+        size_t pos = 0;
+        if (m != n) ok = 0;
+        for (int i = 0; ok && i < n; i++) {
+            if (sp[i].start < pos || sp[i].len == 0 || sp[i].start + sp[i].len > len) ok = 0;
+            pos = sp[i].start + sp[i].len;
+        }
+        free(sp);
+    }
+    CHECK(ok, "random byte soup: spans ordered, non-empty, in bounds");
+}
+
+int main(void) {
+    test_table();
+    test_gaps_are_whitespace();
+    test_capacity();
+    test_random_bytes();
+    return check_done();
+}
