@@ -236,6 +236,12 @@ class Transformer(nn.Module):
         Teacher-forced when caches is None; incremental (one step or more) when caches
         is a list of per-layer dicts carried between calls.
         """
+        x = self.decoder_states(prev, enc, pad_mask, kv, caches, start)
+        logits = F.linear(x, self.output_weight())
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def decoder_states(self, prev, enc, pad_mask, kv=None, caches=None, start=0):
+        """The decoder's last hidden states [B, T, d] (decode() before the output projection)."""
         kv = kv if kv is not None else self.cross_kv(enc)
         t = prev.shape[1]
         x = self.decoder.embed(prev, start)
@@ -247,9 +253,7 @@ class Transformer(nn.Module):
         for i, layer in enumerate(self.decoder.layers):
             cache = caches[i] if caches is not None else None
             x = layer(x, self_mask=causal, enc_kv=kv[i], enc_mask=enc_mask, cache=cache)
-        x = self.decoder.finish(x)
-        logits = F.linear(x, self.output_weight())
-        return torch.log_softmax(logits.float(), dim=-1)
+        return self.decoder.finish(x)
 
     def forward(self, src, prev):
         enc, pad_mask = self.encode(src)

@@ -1,0 +1,395 @@
+#!/usr/bin/python3
+"""deepmt training recipe: SentencePiece, M2M-style multilingual training, export.
+
+  train.py spm    --data DIR --out runs/spm/spm            joint unigram vocabulary (8k)
+  train.py train  --data DIR --spm runs/spm/spm.model --run runs/main --time-budget 2.5
+  train.py export --run runs/main [--checkpoint best.pt] --out models/default
+
+See docs/training.md. The network is tools/dmt/model.py (DeepNorm Post-LN); the
+encoder reads `pieces </s>`, the decoder input is `</s> __tgt__ y` and the target
+`__tgt__ y </s>`, with the loss on the forced `__tgt__` masked out. Multi30k is
+4-way parallel, so each encoder pass feeds the source's three other languages.
+"""
+import argparse
+import datetime as dt
+import importlib.util
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dmt import data as D  # noqa: E402
+from dmt import modeldir  # noqa: E402
+from dmt.model import Transformer, default_config  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VAL_DIRECTIONS = [("en", "de"), ("en", "fr"), ("de", "en"), ("cs", "en")]
+
+
+def log(msg):
+    print(f"[{dt.datetime.utcnow():%H:%M:%S}] {msg}", flush=True)
+
+
+def fmt_dur(s):
+    s = max(0, int(s))
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def parse_end(budget, start):
+    """'2.5' (hours from now) or 'HH:MM' (next such UTC time) or an ISO time -> epoch seconds."""
+    if budget is None:
+        return None
+    try:
+        return start + float(budget) * 3600
+    except ValueError:
+        pass
+    if len(budget) <= 5 and ":" in budget:
+        h, m = map(int, budget.split(":"))
+        now = dt.datetime.fromtimestamp(start, dt.timezone.utc)
+        end = now.replace(hour=h, minute=m, second=0, microsecond=0)
+        if end <= now:
+            end += dt.timedelta(days=1)
+        return end.timestamp()
+    end = dt.datetime.fromisoformat(budget)
+    if end.tzinfo is None:
+        end = end.replace(tzinfo=dt.timezone.utc)
+    return end.timestamp()
+
+
+def load_bleu():
+    """The project's sacreBLEU-exact scorer, scripts/bleu.py (standard library only)."""
+    spec = importlib.util.spec_from_file_location("deepmt_bleu", os.path.join(ROOT, "scripts", "bleu.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.corpus_bleu, "scripts/bleu.py"
+
+
+# -- model / checkpoint ---------------------------------------------------------
+def model_config(args, sp):
+    ids = D.lang_ids(sp)
+    langs = [{"code": c, "name": D.LANG_NAMES[c], "token": f"__{c}__", "id": ids[c]} for c in D.LANGS]
+    return default_config(encoder_layers=args.encoder_layers, decoder_layers=args.decoder_layers,
+                          d_model=args.d_model, heads=args.heads, ffn_dim=args.ffn_dim,
+                          vocab_size=sp.get_piece_size(), max_positions=256, languages=langs,
+                          source={"recipe": "tools/train.py", "data": "multi30k task1 train, 12 directions"})
+
+
+def lr_at(step, args):
+    step = max(step, 1)
+    return args.lr * min(step / args.warmup, math.sqrt(args.warmup / step))
+
+
+def save_atomic(obj, path):
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+# -- loss / decoding --------------------------------------------------------------
+def forward_loss(model, src, prev, tgt, n_tgt, eps):
+    """Encoder once per source, states shared by its n_tgt targets. -> (loss_sum, nll_sum, ntok)."""
+    enc, pad_mask = model.encode(src)
+    kv = [(k.repeat_interleave(n_tgt, 0), v.repeat_interleave(n_tgt, 0)) for k, v in model.cross_kv(enc)]
+    x = model.decoder_states(prev, None, pad_mask.repeat_interleave(n_tgt, 0), kv=kv)
+    t = tgt.clone()
+    t[:, 0] = D.PAD  # the forced language tag is not scored
+    mask = t.ne(D.PAD)
+    x, t = x[mask], t[mask]  # project only the scored positions (padding is ~30%)
+    lp = torch.log_softmax(F.linear(x, model.output_weight()).float(), dim=-1)
+    nll = -lp.gather(-1, t[:, None]).squeeze(-1)
+    smooth = -lp.sum(-1)
+    loss = (1 - eps) * nll + eps / lp.shape[-1] * smooth
+    return loss.sum(), nll.sum(), int(mask.sum())
+
+
+@torch.no_grad()
+def greedy(model, src_rows, tag_id, max_a=1.2, max_b=10):
+    """Greedy decode a list of source id lists (without </s>) into target id lists."""
+    src = D.pad([list(r) + [D.EOS] for r in src_rows])
+    enc, pad_mask = model.encode(src)
+    kv = model.cross_kv(enc)
+    b = src.shape[0]
+    max_len = int(max_a * src.shape[1] + max_b)
+    caches = [{} for _ in model.decoder.layers]
+    prev = torch.tensor([[model.cfg["decoder_start_id"], tag_id]] * b)
+    out = torch.full((b, max_len), D.PAD, dtype=torch.long)
+    done = torch.zeros(b, dtype=torch.bool)
+    pos = 0
+    for i in range(max_len):
+        lp = model.decode(prev, enc, pad_mask, kv=kv, caches=caches, start=pos)[:, -1]
+        pos += prev.shape[1]
+        nxt = lp.argmax(-1)
+        nxt[done] = D.PAD
+        out[:, i] = nxt
+        done |= nxt.eq(D.EOS)
+        if bool(done.all()):
+            break
+        prev = nxt[:, None]
+    res = []
+    for row in out.tolist():
+        row = [x for x in row if x != D.PAD]
+        res.append(row[:row.index(D.EOS)] if D.EOS in row else row)
+    return res
+
+
+@torch.no_grad()
+def validate(model, sp, val, val_text, n, bleu_fn, batch=50):
+    """Greedy BLEU (against the raw val text) and teacher-forced NLL on the first n val
+    lines in VAL_DIRECTIONS."""
+    model.eval()
+    ids = D.lang_ids(sp)
+    scores, nll_sum, tok = {}, 0.0, 0
+    for s, t in VAL_DIRECTIONS:
+        hyps, refs = [], []
+        for a in range(0, n, batch):
+            rows = val[s][a:a + batch]
+            tg = val[t][a:a + batch]
+            src = D.pad([list(r) + [D.EOS] for r in rows])
+            prev = D.pad([[D.EOS, ids[t]] + list(y) for y in tg])
+            tgt = D.pad([[ids[t]] + list(y) + [D.EOS] for y in tg])
+            _, nl, nt = forward_loss(model, src, prev, tgt, 1, 0.0)
+            nll_sum, tok = nll_sum + float(nl), tok + nt
+            hyps += [sp.decode(h) for h in greedy(model, rows, ids[t])]
+            refs += val_text[t][a:a + batch]
+        scores[f"{s}-{t}"] = float(bleu_fn(hyps, refs)["score"])
+        scores[f"{s}-{t}:example"] = hyps[0]
+    model.train()
+    return scores, nll_sum / max(tok, 1)
+
+
+# -- subcommands ---------------------------------------------------------------------
+def cmd_spm(args):
+    p = D.train_spm(args.data, args.out, args.vocab_size)
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=p)
+    log(f"wrote {p}: {sp.get_piece_size()} pieces; language tokens {D.lang_ids(sp)}")
+
+
+def cmd_train(args):
+    import sentencepiece as spm
+    torch.set_num_threads(args.threads)
+    torch.set_flush_denormal(True)
+    args.spm = os.path.abspath(args.spm)
+    start_wall = time.time()
+    end = parse_end(args.time_budget, start_wall)
+    os.makedirs(args.run, exist_ok=True)
+    sp = spm.SentencePieceProcessor(model_file=args.spm)
+    cache = os.path.join(os.path.dirname(os.path.abspath(args.spm)), "data")
+    train = D.encode_split(sp, args.data, "train", cache, args.max_len)
+    val = D.encode_split(sp, args.data, "val", cache, args.max_len)
+    val_text = D.read_split(args.data, "val")
+    bleu_fn, bleu_name = load_bleu()
+    log(f"validation BLEU: {bleu_name}")
+    ids = D.lang_ids(sp)
+    ckpt_path = os.path.join(args.run, "checkpoint.pt")
+    best_path = os.path.join(args.run, "best.pt")
+    curve = os.path.join(args.run, "curve.csv")
+
+    state = None
+    if args.resume:
+        path = args.resume if os.path.isfile(args.resume) else ckpt_path
+        state = torch.load(path, map_location="cpu")
+        cfg = state["cfg"]
+        log(f"resuming from {path} at step {state['step']}")
+    else:
+        cfg = model_config(args, sp)
+    model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
+                        activation_dropout=args.activation_dropout)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+    batcher = D.Batcher(train, args.max_tokens, seed=args.seed)
+    if state:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        step, epoch, bidx = state["step"], state["epoch"], state["batch_index"]
+        batcher.rng.bit_generator.state = state["epoch_rng"]
+        train_time, cpu0, best = state["train_time"], state["cpu_time"], state["best_bleu"]
+        tokens_seen = state["tokens"]
+    else:
+        torch.manual_seed(args.seed)
+        model.init_weights(torch.Generator().manual_seed(args.seed))
+        step, epoch, bidx, train_time, cpu0, best, tokens_seen = 0, 0, 0, 0.0, 0.0, -1.0, 0
+        if not os.path.exists(curve):
+            with open(curve, "w") as f:
+                f.write("step,wall_hours,cpu_hours,target_tokens,train_loss,train_nll,val_nll,val_bleu,"
+                        + ",".join(f"bleu_{s}-{t}" for s, t in VAL_DIRECTIONS) + "\n")
+    model.train()
+    nparam = sum(p.numel() for p in model.parameters())
+    log(f"model {cfg['encoder_layers']}+{cfg['decoder_layers']} d{cfg['d_model']} ffn{cfg['ffn_dim']} "
+        f"h{cfg['heads']} vocab {cfg['vocab_size']}: {nparam / 1e6:.1f}M params; alpha enc "
+        f"{cfg['encoder_alpha']:.3f} dec {cfg['decoder_alpha']:.3f}")
+    log(f"args {vars(args)}")
+    if end:
+        log(f"time budget ends {dt.datetime.utcfromtimestamp(end):%Y-%m-%d %H:%M:%S} UTC")
+
+    epoch_rng = batcher.rng.bit_generator.state
+    batches = batcher.epoch()
+    cpu_start = time.process_time()
+    seg_start = time.time()
+    last_ckpt = last_val = time.time()
+    val_cost = 180.0 if args.val_every else 20.0  # reserve for the final validation + save
+    win_loss = win_nll = win_tok = 0.0
+    win_t0 = time.time()
+    last_loss = last_nll = float("nan")
+
+    def elapsed():
+        return train_time + time.time() - seg_start
+
+    def cpu_hours():
+        return (cpu0 + time.process_time() - cpu_start) / 3600
+
+    def checkpoint(path):
+        save_atomic({"cfg": cfg, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                     "step": step, "epoch": epoch, "batch_index": bidx, "epoch_rng": epoch_rng,
+                     "torch_rng": torch.get_rng_state(), "train_time": elapsed(),
+                     "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen,
+                     "args": vars(args)}, path)
+
+    def run_validation(last_loss, last_nll):
+        nonlocal best, val_cost
+        t0 = time.time()
+        scores, vnll = validate(model, sp, val, val_text, args.val_lines, bleu_fn)
+        bl = [scores[f"{s}-{t}"] for s, t in VAL_DIRECTIONS]
+        mean = sum(bl) / len(bl)
+        with open(curve, "a") as f:
+            f.write(f"{step},{elapsed() / 3600:.4f},{cpu_hours():.4f},{tokens_seen},{last_loss:.4f},"
+                    f"{last_nll:.4f},{vnll:.4f},{mean:.2f}," + ",".join(f"{b:.2f}" for b in bl) + "\n")
+        log(f"valid step {step} | val_nll {vnll:.3f} | BLEU ({bleu_name}) mean {mean:.2f} | "
+            + " ".join(f"{s}-{t} {scores[f'{s}-{t}']:.2f}" for s, t in VAL_DIRECTIONS))
+        for s, t in VAL_DIRECTIONS[:2]:
+            log(f"  {s}-{t}: {scores[f'{s}-{t}:example']}")
+        if mean > best:
+            best = mean
+            checkpoint(best_path)
+            log(f"new best {best:.2f}: wrote {best_path}")
+        val_cost = time.time() - t0 + 60
+        return mean
+
+    while True:
+        if bidx >= len(batches):
+            epoch, bidx = epoch + 1, 0
+            epoch_rng = batcher.rng.bit_generator.state
+            batches = batcher.epoch()
+        now = time.time()
+        if end and now + val_cost >= end:
+            log("time budget reached")
+            break
+        if args.max_steps and step >= args.max_steps:
+            break
+        src, prev, tgt = batcher.tensors(batches[bidx], ids)
+        bidx += 1
+        step += 1
+        lr = lr_at(step, args)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss, nll, ntok = forward_loss(model, src, prev, tgt, len(D.LANGS) - 1, args.label_smoothing)
+        opt.zero_grad(set_to_none=True)
+        (loss / ntok).backward()
+        if args.clip_norm > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
+        opt.step()
+        tokens_seen += ntok
+        win_loss, win_nll, win_tok = win_loss + float(loss), win_nll + float(nll), win_tok + ntok
+        if step % args.log_every == 0:
+            t = time.time()
+            el = elapsed()
+            eta = f" | eta {fmt_dur(end - t)}" if end else ""
+            ep = epoch + bidx / len(batches)
+            log(f"step {step} | loss {win_loss / win_tok:.3f} | nll {win_nll / win_tok:.3f} | lr {lr:.2e} | "
+                f"tok/s {win_tok / (t - win_t0):.0f} | epoch {ep:.3f} | elapsed {fmt_dur(el)}{eta}")
+            last_loss, last_nll = win_loss / win_tok, win_nll / win_tok
+            win_loss = win_nll = win_tok = 0.0
+            win_t0 = time.time()
+            if args.val_every and t - last_val >= args.val_every * 60:
+                run_validation(last_loss, last_nll)
+                last_val = time.time()
+                win_t0 = time.time()
+            if t - last_ckpt >= args.ckpt_every * 60:
+                checkpoint(ckpt_path)
+                last_ckpt = time.time()
+                log(f"wrote {ckpt_path} (step {step})")
+                win_t0 = time.time()
+    checkpoint(ckpt_path)
+    log(f"wrote {ckpt_path} (step {step})")
+    if args.val_every:
+        run_validation(last_loss, last_nll)
+        checkpoint(ckpt_path)
+    log(f"done: {step} steps, {tokens_seen} target tokens, {fmt_dur(elapsed())} training, "
+        f"{cpu_hours():.2f} CPU hours, best mean val BLEU {best:.2f}")
+
+
+def cmd_export(args):
+    path = args.checkpoint or os.path.join(args.run, "best.pt")
+    if not os.path.isfile(path) and args.run:
+        path = os.path.join(args.run, args.checkpoint or "checkpoint.pt")
+    state = torch.load(path, map_location="cpu")
+    cfg = dict(state["cfg"])
+    cfg["source"] = dict(cfg.get("source") or {}, checkpoint=os.path.basename(path), step=state["step"],
+                         train_hours=round(state["train_time"] / 3600, 3),
+                         best_val_bleu=round(state["best_bleu"], 2))
+    model = Transformer(cfg)
+    model.load_state_dict(state["model"])
+    spm_model = args.spm or state["args"]["spm"]
+    modeldir.save(model.eval(), args.out, dtype=args.dtype, sentencepiece=spm_model,
+                  metadata={"step": state["step"]})
+    log(f"exported {path} (step {state['step']}) to {args.out} as {args.dtype}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("spm", help="train the joint SentencePiece model")
+    p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "multi30k"))
+    p.add_argument("--out", default="runs/spm/spm", help="model prefix (writes PREFIX.model/.vocab)")
+    p.add_argument("--vocab-size", type=int, default=8000)
+    p.set_defaults(fn=cmd_spm)
+
+    p = sub.add_parser("train", help="train (or resume) a model")
+    p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "multi30k"))
+    p.add_argument("--spm", default="runs/spm/spm.model")
+    p.add_argument("--run", default="runs/main", help="folder for checkpoints, curve.csv")
+    p.add_argument("--encoder-layers", type=int, default=6)
+    p.add_argument("--decoder-layers", type=int, default=3)
+    p.add_argument("--d-model", type=int, default=256)
+    p.add_argument("--ffn-dim", type=int, default=1024)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--dropout", type=float, default=0.1)
+    p.add_argument("--attention-dropout", type=float, default=0.0)
+    p.add_argument("--activation-dropout", type=float, default=0.0)
+    p.add_argument("--label-smoothing", type=float, default=0.1)
+    p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate")
+    p.add_argument("--warmup", type=int, default=300, help="linear warmup steps, then inverse sqrt")
+    p.add_argument("--clip-norm", type=float, default=1.0)
+    p.add_argument("--max-tokens", type=int, default=3000, help="padded target tokens per batch")
+    p.add_argument("--max-len", type=int, default=128, help="pieces per sentence (longer are cut)")
+    p.add_argument("--time-budget", help="hours (2.5) or an end time in UTC (00:25 or ISO)")
+    p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--resume", nargs="?", const="", default=None,
+                   help="resume from RUN/checkpoint.pt or the given checkpoint")
+    p.add_argument("--ckpt-every", type=float, default=10, help="minutes")
+    p.add_argument("--val-every", type=float, default=30, help="minutes; 0: never")
+    p.add_argument("--val-lines", type=int, default=200)
+    p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(fn=cmd_train)
+
+    p = sub.add_parser("export", help="write a model directory")
+    p.add_argument("--run", default="runs/main")
+    p.add_argument("--checkpoint", help="checkpoint file (default RUN/best.pt)")
+    p.add_argument("--spm", help="sentencepiece model (default: the one the run trained with)")
+    p.add_argument("--out", default="models/default")
+    p.add_argument("--dtype", default="F16", choices=["F32", "F16", "BF16"])
+    p.set_defaults(fn=cmd_export)
+    args = ap.parse_args(argv)
+    if args.cmd == "train" and args.resume is not None and args.resume == "":
+        args.resume = True
+    args.fn(args)
+
+
+if __name__ == "__main__":
+    main()
