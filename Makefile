@@ -104,7 +104,8 @@ bench-bin: $(BENCH_BIN)
 .PHONY: bench-bin
 
 # -- training (tools/train.py, docs/training.md) ---------------------------------
-# make train    SentencePiece + multilingual training (en, de, fr, cs; 12 directions)
+# make train    (progress: tail -f $(RUN)/train.log)
+#               SentencePiece + multilingual training (en, de, fr, cs; 12 directions)
 #               for TRAIN_BUDGET (hours, or an end time HH:MM UTC), then export the
 #               best checkpoint to $(MODEL). Resume an interrupted run with
 #               `make train TRAIN_ARGS=--resume`. Needs python3-torch, python3-sentencepiece.
@@ -116,8 +117,8 @@ TRAIN_ARGS   ?=
 train: deps-train
 	@mkdir -p $(RUN)
 	test -f runs/spm/spm.model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --out runs/spm/spm
-	nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --spm runs/spm/spm.model --run $(RUN) \
-	  --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) 2>&1 | tee -a $(RUN)/train.log
+	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --spm runs/spm/spm.model --run $(RUN) \
+	  --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --out $(MODEL)
 
 # ---- containers: build docker/Dockerfile with podman (installed when missing), run it,

@@ -15,6 +15,7 @@ import datetime as dt
 import importlib.util
 import math
 import os
+import signal
 import sys
 import time
 
@@ -189,8 +190,16 @@ def cmd_train(args):
     best_path = os.path.join(args.run, "best.pt")
     curve = os.path.join(args.run, "curve.csv")
 
-    state = None
-    if args.resume:
+    state = init = None
+    init_step = 0
+    if args.init_from:
+        # Continue from a shipped model directory (a new machine has no runs/ folder):
+        # its weights, its step for the learning-rate schedule, a fresh optimizer.
+        init = modeldir.load(args.init_from)
+        cfg = {k: v for k, v in init.cfg.items() if k != "source"}
+        init_step = int(init.cfg.get("source", {}).get("step", 0))
+        log(f"initialised from {args.init_from} (step {init_step})")
+    elif args.resume:
         path = args.resume if os.path.isfile(args.resume) else ckpt_path
         state = torch.load(path, map_location="cpu")
         cfg = state["cfg"]
@@ -200,7 +209,12 @@ def cmd_train(args):
     model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
                         activation_dropout=args.activation_dropout)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
-    batcher = D.Batcher(train, args.max_tokens, seed=args.seed)
+    batcher = D.Batcher(train, args.max_tokens, seed=args.seed + init_step)  # new order when continuing
+    if init is not None:
+        model.load_state_dict(init.state_dict())
+        hours = float(init.cfg.get("source", {}).get("train_hours", 0))
+        step, epoch, bidx, train_time, cpu0, best, tokens_seen = init_step, 0, 0, hours * 3600, 0.0, -1.0, 0
+        torch.manual_seed(args.seed + step)
     if state:
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
@@ -209,11 +223,11 @@ def cmd_train(args):
         batcher.rng.bit_generator.state = state["epoch_rng"]
         train_time, cpu0, best = state["train_time"], state["cpu_time"], state["best_bleu"]
         tokens_seen = state["tokens"]
-    else:
+    elif init is None:
         torch.manual_seed(args.seed)
         model.init_weights(torch.Generator().manual_seed(args.seed))
         step, epoch, bidx, train_time, cpu0, best, tokens_seen = 0, 0, 0, 0.0, 0.0, -1.0, 0
-        if not os.path.exists(curve):
+    if not state and not os.path.exists(curve):
             with open(curve, "w") as f:
                 f.write("step,wall_hours,cpu_hours,target_tokens,train_loss,train_nll,val_nll,val_bleu,"
                         + ",".join(f"bleu_{s}-{t}" for s, t in VAL_DIRECTIONS) + "\n")
@@ -269,7 +283,19 @@ def cmd_train(args):
         val_cost = time.time() - t0 + 60
         return mean
 
+    # SIGTERM / Ctrl-C: finish the current step, write the checkpoint, stop cleanly.
+    stop = {"signal": None}
+
+    def request_stop(signum, _frame):
+        stop["signal"] = signum
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+
     while True:
+        if stop["signal"]:
+            log(f"signal {stop['signal']}: stopping after step {step}")
+            break
         if bidx >= len(batches):
             epoch, bidx = epoch + 1, 0
             epoch_rng = batcher.rng.bit_generator.state
@@ -353,7 +379,7 @@ def main(argv=None):
     p.add_argument("--spm", default="runs/spm/spm.model")
     p.add_argument("--run", default="runs/main", help="folder for checkpoints, curve.csv")
     p.add_argument("--encoder-layers", type=int, default=6)
-    p.add_argument("--decoder-layers", type=int, default=3)
+    p.add_argument("--decoder-layers", type=int, default=2)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--ffn-dim", type=int, default=1024)
     p.add_argument("--heads", type=int, default=4)
@@ -361,17 +387,20 @@ def main(argv=None):
     p.add_argument("--attention-dropout", type=float, default=0.0)
     p.add_argument("--activation-dropout", type=float, default=0.0)
     p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument("--lr", type=float, default=1.5e-3, help="peak learning rate")
-    p.add_argument("--warmup", type=int, default=300, help="linear warmup steps, then inverse sqrt")
+    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate")
+    p.add_argument("--warmup", type=int, default=200, help="linear warmup steps, then inverse sqrt")
     p.add_argument("--clip-norm", type=float, default=1.0)
-    p.add_argument("--max-tokens", type=int, default=3000, help="padded target tokens per batch")
+    p.add_argument("--max-tokens", type=int, default=2000, help="padded target tokens per batch")
     p.add_argument("--max-len", type=int, default=128, help="pieces per sentence (longer are cut)")
     p.add_argument("--time-budget", help="hours (2.5) or an end time in UTC (00:25 or ISO)")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--resume", nargs="?", const="", default=None,
                    help="resume from RUN/checkpoint.pt or the given checkpoint")
+    p.add_argument("--init-from", metavar="MODEL_DIR",
+                   help="start from an exported model directory (e.g. models/default) with a fresh "
+                        "optimizer; use its sentencepiece.model as --spm")
     p.add_argument("--ckpt-every", type=float, default=10, help="minutes")
-    p.add_argument("--val-every", type=float, default=30, help="minutes; 0: never")
+    p.add_argument("--val-every", type=float, default=35, help="minutes; 0: never")
     p.add_argument("--val-lines", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--threads", type=int, default=2)
