@@ -200,7 +200,7 @@ def cmd_train(args):
         init_step = int(init.cfg.get("source", {}).get("step", 0))
         log(f"initialised from {args.init_from} (step {init_step})")
     elif args.resume:
-        path = args.resume if os.path.isfile(args.resume) else ckpt_path
+        path = args.resume if isinstance(args.resume, str) and args.resume else ckpt_path
         state = torch.load(path, map_location="cpu")
         cfg = state["cfg"]
         log(f"resuming from {path} at step {state['step']}")
