@@ -2,7 +2,6 @@
 """End to end: the real server (build/deepmt serve) evaluated by scripts/evaluate.py on
 2 directions x 20 sentences of Multi30k test_2016_flickr. TAP output.
 
-Pending: rename to test_eval_live.py once `deepmt serve` exists.
 Environment: DEEPMT_BIN (default build/deepmt), DEEPMT_MODEL (default models/default),
 DEEPMT_SHARED (default ../shared), DEEPMT_EVAL_DIRECTIONS (default en-de,en-fr).
 """
