@@ -1,0 +1,122 @@
+"""Section 1: deepmt vs the PyTorch baseline on Multi30k test_2016_flickr en->de.
+
+For each thread count and batch size, `deepmt translate` and tools/bench_torch.py
+run interleaved (deepmt, PyTorch, deepmt, PyTorch, ...) on the same model and
+input; throughput is each tool's own timer (model loading excluded), peak RSS the
+process's (wait4). At more than one thread a third engine is interleaved too:
+deepmt with one worker and N BLAS threads, the way PyTorch uses its threads.
+Agreement: the translations line by line, and (once, on token ids) bench_beam's
+1-best token sequences against PyTorch's.
+"""
+import gzip
+import json
+import os
+import re
+
+from common import PYTHON, last_json, log, median, mib, run, table
+
+SUMMARY = re.compile(r"(\d+) lines in [\d.]+ s: ([\d.]+) sentences/s, ([\d.]+) target tokens/s")
+
+
+def prepare_input(shared, out, n_b1):
+    src = os.path.join(shared, "data", "multi30k", "test_2016_flickr.en.gz")
+    with gzip.open(src, "rt", encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    full, b1 = os.path.join(out, "test.en"), os.path.join(out, f"test.first{n_b1}.en")
+    for path, part in ((full, lines), (b1, lines[:n_b1])):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(part) + "\n")
+    return src, full, b1
+
+
+def run_deepmt(build, model, inp, out, threads, batch, workers=None):
+    cmd = [os.path.join(build, "deepmt"), "translate", "-m", model, "--target", "de", "--beam", "4",
+           "--batch-size", batch, "--threads", threads, "-i", inp, "-o", out]
+    if workers:
+        cmd += ["--workers", workers]
+    r = run(cmd)
+    m = SUMMARY.search(r["err"])
+    if not m:
+        raise SystemExit(f"bench: no summary line from deepmt translate:\n{r['err'][-1000:]}")
+    return {"sentences": int(m.group(1)), "sentences_per_s": float(m.group(2)),
+            "tokens_per_s": float(m.group(3)), "wall_s": r["wall_s"], "peak_rss_kb": r["peak_rss_kb"]}
+
+
+def run_torch(model, inp, out, threads, batch, ids_out=None, src_ids_out=None):
+    cmd = [PYTHON, "tools/bench_torch.py", "-m", model, "--target", "de", "--beam", "4", "--batch-size", batch,
+           "--threads", threads, "-i", inp, "-o", out]
+    if ids_out:
+        cmd += ["--out-ids", ids_out, "--out-src-ids", src_ids_out]
+    r = run(cmd)
+    j = last_json(r["out"])
+    return {"sentences": j["sentences"], "sentences_per_s": j["sentences_per_s"], "tokens_per_s": j["tokens_per_s"],
+            "wall_s": r["wall_s"], "peak_rss_kb": r["peak_rss_kb"]}
+
+
+def agreement(a, b):
+    with open(a, encoding="utf-8") as f, open(b, encoding="utf-8") as g:
+        x, y = f.read().splitlines(), g.read().splitlines()
+    same = sum(p == q for p, q in zip(x, y))
+    return same, max(len(x), len(y))
+
+
+def bench(cfg):
+    """cfg: build, model, shared, out, threads [int], rounds, b1_lines. -> (markdown, json)."""
+    out = os.path.join(cfg["out"], "engine")
+    os.makedirs(out, exist_ok=True)
+    src, full, b1 = prepare_input(cfg["shared"], out, cfg["b1_lines"])
+    results, md_rows = [], []
+    for threads in cfg["threads"]:
+        for batch, inp in ((32, full), (1, b1)):
+            engines = ["deepmt", "pytorch"] + (["deepmt-1worker"] if threads > 1 and batch > 1 else [])
+            runs = {e: [] for e in engines}
+            agree = {}
+            for r in range(cfg["rounds"]):
+                for e in engines:
+                    hyp = os.path.join(out, f"{e}.t{threads}.b{batch}.de")
+                    log(f"engine: {e}, {threads} threads, batch {batch}, round {r + 1}/{cfg['rounds']}")
+                    if e == "pytorch":
+                        first = threads == cfg["threads"][0] and batch == 32 and r == 0
+                        runs[e].append(run_torch(cfg["model"], inp, hyp, threads, batch,
+                                                 *((os.path.join(out, "pytorch.ids"), os.path.join(out, "src.ids"))
+                                                   if first else ())))
+                    else:
+                        runs[e].append(run_deepmt(cfg["build"], cfg["model"], inp, hyp, threads, batch,
+                                                  1 if e == "deepmt-1worker" else None))
+            ref = os.path.join(out, f"pytorch.t{threads}.b{batch}.de")
+            for e in engines:
+                if e != "pytorch":
+                    agree[e] = agreement(os.path.join(out, f"{e}.t{threads}.b{batch}.de"), ref)
+            base = runs["pytorch"]
+            for e in engines:
+                rs = runs[e]
+                # ratio per round (interleaved pairs), then the median of the ratios
+                ratio = median([a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(rs, base)])
+                row = {"threads": threads, "batch": batch, "engine": e, "sentences": rs[0]["sentences"],
+                       "rounds": len(rs), "tokens_per_s": median([x["tokens_per_s"] for x in rs]),
+                       "sentences_per_s": median([x["sentences_per_s"] for x in rs]),
+                       "peak_rss_mib": mib(max(x["peak_rss_kb"] for x in rs)),
+                       "wall_s": median([x["wall_s"] for x in rs]), "ratio_vs_pytorch": ratio,
+                       "per_round": rs}
+                if e in agree:
+                    row["text_agreement"] = f"{agree[e][0]}/{agree[e][1]}"
+                results.append(row)
+                md_rows.append([threads, batch, e, row["sentences"], row["tokens_per_s"], row["sentences_per_s"],
+                                row["peak_rss_mib"], row["wall_s"], f"{ratio:.2f}x", row.get("text_agreement", "-")])
+    # token-level agreement: the engine on the very source ids PyTorch used
+    with open(os.path.join(cfg["model"], "config.json")) as f:
+        de_id = next(l["id"] for l in json.load(f)["languages"] if l["code"] == "de")
+    ids = os.path.join(out, "deepmt.ids")
+    r = run([os.path.join(cfg["build"], "bench", "bench_beam"), cfg["model"], "-i", os.path.join(out, "src.ids"),
+             "-o", ids, "--forced", de_id, "--beam", "4", "--batch-size", "32", "--threads", cfg["threads"][0]])
+    bb = last_json(r["out"])
+    same, total = agreement(ids, os.path.join(out, "pytorch.ids"))
+    lens = [len(l.split()) for l in open(ids)]
+    md = table(["threads", "batch", "engine", "sentences", "target tok/s", "sent/s", "peak RSS MiB",
+                "process wall s", "tok/s vs PyTorch", "same text as PyTorch"], md_rows)
+    md += (f"\n\n1-best **token sequences**, deepmt (`bench_beam`, same source ids) vs PyTorch, "
+           f"batch 32: **{same}/{total} identical**. deepmt output length: mean {sum(lens) / len(lens):.1f}, "
+           f"max {max(lens)} tokens. With equal outputs the sentences/s ratio equals the tokens/s ratio. "
+           f"Ids-only engine (no tokenizer; one run, not a ratio): {bb['tokens_per_s']:.0f} target tok/s "
+           f"({cfg['threads'][0]} thread).\n")
+    return md, {"input": src, "rows": results, "token_agreement": [same, total], "bench_beam": bb}

@@ -1,0 +1,98 @@
+#!/usr/bin/python3
+"""Where deepmt's time goes: perf samples of bench_beam, grouped by engine phase.
+
+    bench/profile.py MODEL_DIR SRC.ids [--batch-size 32] [--forced ID] [--build build]
+
+Runs `perf record --call-graph dwarf` on build/bench/bench_beam (one thread) and
+files every sample under the innermost phase its call chain passes through:
+loading, encoder (matrix products / attention / rest), cross-attention K/V,
+the decoder step (self-attention projections, self-attention over the cache,
+cross-attention projections and scores, FFN, output projection, log-softmax,
+residual + LayerNorm), beam bookkeeping. Needs perf (Debian: linux-perf) and
+permission to use it (root, or kernel.perf_event_paranoid <= 1).
+"""
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+
+# (phase, frames that must all be on the chain); first match wins, most specific first
+PHASES = [
+    ("load (read, widen F16)", ["dmt_model_load"]),
+    ("encoder: matrix products", ["dmt_encode", "dmt_matmul"]),
+    ("encoder: attention", ["dmt_encode", "dmt_attention"]),
+    ("encoder: rest (norm, embed)", ["dmt_encode"]),
+    ("cross-attention K/V, once per batch", ["dmt_decode_begin"]),
+    ("step: self-attn projections", ["decoder_self_attention", "dmt_matmul"]),
+    ("step: self-attn over the KV cache", ["decoder_self_attention"]),
+    ("step: cross-attn projections", ["decoder_cross_attention", "dmt_matmul"]),
+    ("step: cross-attn scores", ["decoder_cross_attention"]),
+    ("step: FFN (fc1, fc2, act)", ["ffn_block"]),
+    ("step: residual + LayerNorm", ["dmt_residual_norm"]),
+    ("step: log-softmax", ["dmt_log_softmax"]),
+    ("step: output projection", ["dmt_decode_step", "dmt_matmul"]),
+    ("step: rest (embed, scale)", ["dmt_decode_step"]),
+    ("beam: candidates, reorder, bookkeeping", ["dmt_beam_search"]),
+]
+
+
+def samples(perf_script):
+    """Yields the list of (symbol, dso) frames of each sample, innermost first."""
+    stack = []
+    for line in perf_script.splitlines():
+        if not line.strip():
+            if stack:
+                yield stack
+            stack = []
+        elif line[0] in " \t":
+            parts = line.split()
+            if len(parts) >= 3:
+                stack.append((parts[1].split("+")[0], parts[-1]))
+    if stack:
+        yield stack
+
+
+def classify(stack):
+    names = {f for f, _ in stack}
+    for phase, need in PHASES:
+        if all(n in names for n in need):
+            return phase
+    return "other (process start/exit, kernel)"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("model")
+    ap.add_argument("src")
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--batch-size", default="32")
+    ap.add_argument("--forced", default="-1")
+    ap.add_argument("--freq", default="499")
+    a = ap.parse_args()
+    binary = os.path.join(a.build, "bench", "bench_beam")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "perf.data")
+        cmd = ["perf", "record", "-q", "-F", a.freq, "--call-graph", "dwarf,16384", "-o", data, binary, a.model,
+               "-i", a.src, "-o", os.devnull, "--batch-size", a.batch_size, "--forced", a.forced, "--threads", "1"]
+        print("$", " ".join(cmd), file=sys.stderr)
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        if run.returncode:
+            sys.exit(f"profile: perf failed: {run.stderr[-800:]}")
+        script = subprocess.run(["perf", "script", "-i", data], capture_output=True, text=True).stdout
+    counts, blas = collections.Counter(), collections.Counter()
+    for st in samples(script):
+        phase = classify(st)
+        counts[phase] += 1
+        blas[phase] += "blas" in st[0][1]
+    total = sum(counts.values())
+    print(run.stdout.strip())
+    print(f"\n{total} samples at {a.freq} Hz; share of all samples (in BLAS)\n")
+    print("| phase | share | of which in OpenBLAS |\n|---|---|---|")
+    for phase, n in counts.most_common():
+        print(f"| {phase} | {100 * n / total:.1f}% | {100 * blas[phase] / max(n, 1):.0f}% |")
+
+
+if __name__ == "__main__":
+    main()
