@@ -28,8 +28,8 @@ import server  # noqa: E402
 
 def pick_model(a, out):
     """(model dir, description): the trained model if it is there, else a stand-in."""
-    if os.path.exists(os.path.join(a.model, "model.safetensors")):
-        return a.model, f"`{a.model}` (trained)"
+    if os.path.exists(os.path.join(a.model, "model.safetensors")) and not a.standin:
+        return a.model, f"`{a.model}`"
     standin = os.path.join(out, "standin")
     spm = next((p for p in (os.path.join(a.model, "sentencepiece.model"), "runs/spm/spm.model")
                 if os.path.exists(p)), None)
@@ -39,9 +39,10 @@ def pick_model(a, out):
     if not os.path.exists(os.path.join(standin, "model.safetensors")):
         common.run([common.PYTHON, "bench/make_standin.py", "--out", standin, "--spm", spm])
     return standin, (f"random-init stand-in `{standin}` (6+2 layers, d_model 256, FFN 1024, 4 heads, F16, "
-                     f"untied output, tokenizer `{spm}`): {a.model} had no weights yet. Random models write "
-                     "nonsense until the length limit (1.2 x source + 10 tokens), so every sentence costs "
-                     "its maximum number of decoder steps")
+                     f"untied output, tokenizer `{spm}`)"
+                     + ("" if a.standin else f": {a.model} had no weights yet")
+                     + ". Random models write nonsense until the length limit (1.2 x source + 10 tokens), "
+                       "so every sentence costs its maximum number of decoder steps")
 
 
 def profile(cfg, out):
@@ -87,6 +88,9 @@ def main():
     ap.add_argument("--requests", type=int, default=128)
     ap.add_argument("--server-threads", type=int, default=0, help="0: the server's default")
     ap.add_argument("--depth-sentences", type=int, default=8)
+    ap.add_argument("--standin", action="store_true",
+                    help="use the random stand-in even when --model has weights (varied outputs for the "
+                         "agreement check)")
     a = ap.parse_args()
     os.chdir(common.REPO)
     out = a.out or os.path.join(a.build, "bench")

@@ -111,12 +111,13 @@ def bench(cfg):
              "-o", ids, "--forced", de_id, "--beam", "4", "--batch-size", "32", "--threads", cfg["threads"][0]])
     bb = last_json(r["out"])
     same, total = agreement(ids, os.path.join(out, "pytorch.ids"))
-    lens = [len(l.split()) for l in open(ids)]
+    hyps = open(ids).read().splitlines()
+    lens = [len(h.split()) for h in hyps]
     md = table(["threads", "batch", "engine", "sentences", "target tok/s", "sent/s", "peak RSS MiB",
                 "process wall s", "tok/s vs PyTorch", "same text as PyTorch"], md_rows)
     md += (f"\n\n1-best **token sequences**, deepmt (`bench_beam`, same source ids) vs PyTorch, "
            f"batch 32: **{same}/{total} identical**. deepmt output length: mean {sum(lens) / len(lens):.1f}, "
-           f"max {max(lens)} tokens. With equal outputs the sentences/s ratio equals the tokens/s ratio. "
+           f"max {max(lens)} tokens, {len(set(hyps))} distinct 1-best outputs (few: a weak agreement check). With equal outputs the sentences/s ratio equals the tokens/s ratio. "
            f"Ids-only engine (no tokenizer; one run, not a ratio): {bb['tokens_per_s']:.0f} target tok/s "
            f"({cfg['threads'][0]} thread).\n")
     return md, {"input": src, "rows": results, "token_agreement": [same, total], "bench_beam": bb}
