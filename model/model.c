@@ -20,6 +20,7 @@ typedef struct {
     const char *path;      /* safetensors path, for messages */
     unsigned char *used;   /* per file tensor: bound yet? */
     int n_f32, n_f16, n_bf16;
+    int n_in_place;        /* F32 tensors used straight from the mapping */
     char *err;
     size_t errlen;
 } loader;
@@ -62,7 +63,10 @@ static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
     L->m->weight_bytes_f32 += (size_t)t->numel * 4;
     if (t->dtype == DMT_DTYPE_F32) {
         L->n_f32++;
-        if (((uintptr_t)t->data & 3) == 0) return t->data;
+        if (((uintptr_t)t->data & 3) == 0) {
+            L->n_in_place++;
+            return t->data;
+        }
         float *copy = own(L->m, t->nbytes);
         if (!copy) goto oom;
         memcpy(copy, t->data, t->nbytes);
@@ -74,6 +78,7 @@ static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
     float (*widen)(uint16_t) = t->dtype == DMT_DTYPE_F16 ? dmt_f16_to_f32 : dmt_bf16_to_f32;
     if (t->dtype == DMT_DTYPE_F16) L->n_f16++; else L->n_bf16++;
     for (int64_t i = 0; i < t->numel; i++) wide[i] = widen((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+    dmt_st_drop_range(t->data, t->nbytes);
     return wide;
 oom:
     snprintf(L->err, L->errlen, "%s: out of memory widening \"%s\"", L->path, name);
@@ -243,6 +248,9 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     int rc = bind_all(&L);
     free(L.used);
     if (rc) goto fail;
+    /* F16/BF16 models live in their widened copies: the file's pages would only double
+     * the resident memory (6 GiB for a 3.2B model). */
+    if (L.n_in_place == 0) dmt_st_drop_pages(m->file);
     if (!opts.ids_only) {
         if (!(m->tokenizer = dmt_tokenizer_load(dir, m->cfg.vocab_size, m->cfg.unk_id, err, errlen))) goto fail;
         if (check_languages(m, err, errlen)) goto fail;

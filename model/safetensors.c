@@ -246,6 +246,16 @@ int dmt_st_count(const dmt_safetensors *st) { return st->count; }
 const dmt_st_tensor *dmt_st_tensor_at(const dmt_safetensors *st, int i) { return &st->tensors[i]; }
 size_t dmt_st_file_size(const dmt_safetensors *st) { return st->size; }
 
+void dmt_st_drop_range(const void *data, size_t nbytes) {
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = ((uintptr_t)data + page - 1) & ~(page - 1),
+              end = ((uintptr_t)data + nbytes) & ~(page - 1);
+    if (end > begin) madvise((void *)begin, end - begin, MADV_DONTNEED);
+}
+
+void dmt_st_drop_pages(const dmt_safetensors *st) {
+    if (st->map) madvise((void *)st->map, st->size, MADV_DONTNEED);
+}
+
 const dmt_st_tensor *dmt_st_find(const dmt_safetensors *st, const char *name) {
     dmt_st_tensor key = {.name = (char *)name};
     return bsearch(&key, st->tensors, (size_t)st->count, sizeof key, cmp_tensor_name);

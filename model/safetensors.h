@@ -36,6 +36,15 @@ const dmt_st_tensor *dmt_st_tensor_at(const dmt_safetensors *st, int i);
 const dmt_st_tensor *dmt_st_find(const dmt_safetensors *st, const char *name);
 size_t dmt_st_file_size(const dmt_safetensors *st);
 
+/* Tells the kernel the mapped pages are no longer needed (once every tensor has been
+ * widened or copied): they leave the resident set; a later read faults them back in. */
+void dmt_st_drop_pages(const dmt_safetensors *st);
+
+/* The same for the whole pages inside [data, data + nbytes): called after a tensor is
+ * widened, so loading a large F16 model never holds both copies in memory. Always safe:
+ * the mapping is private and read-only, and dropped pages fault back in from the file. */
+void dmt_st_drop_range(const void *data, size_t nbytes);
+
 const char *dmt_dtype_name(dmt_dtype d);
 size_t dmt_dtype_size(dmt_dtype d);
 
