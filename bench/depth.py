@@ -33,9 +33,9 @@ def write_sources(path, n, vocab, seed=1):
     return path
 
 
-def c_run(build, model, src, hyp, threads, batch):
+def c_run(build, model, src, hyp, threads, batch, workers=None):
     r = run([os.path.join(build, "bench", "bench_beam"), model, "-i", src, "-o", hyp, "--beam", "4",
-             "--batch-size", batch, "--threads", threads])
+             "--batch-size", batch, "--threads", threads] + (["--workers", workers] if workers else []))
     return dict(last_json(r["out"]), peak_rss_kb=r["peak_rss_kb"], wall_s=r["wall_s"])
 
 
@@ -103,21 +103,27 @@ def bench_size(cfg):
                    "--dtype", "F16"])
         src = write_sources(os.path.join(out, "src.ids"), 1, V)
         file_bytes = os.path.getsize(os.path.join(model, "model.safetensors"))
-        r = c_run(cfg["build"], model, src, os.path.join(out, "hyp.ids"), threads, 1)
+        r = c_run(cfg["build"], model, src, os.path.join(out, "hyp.ids"), threads, 1, workers=1)
     finally:
         shutil.rmtree(model, ignore_errors=True)
     gib = 2 ** 30
+    steps = max(r["target_tokens"], 1)                 # 1 prefix step + tokens - 1 (</s> or cut-off)
+    dec_bytes = 4 * (L[1] * (8 * d * d + 2 * d * ffn) + V * d)
     res = dict(r, generate_s=gen["wall_s"], file_bytes=file_bytes, threads=threads,
                overhead_anon_bytes=r["end_rss_anon_kb"] * 1024 - r["weight_bytes_f32"])
+    per_step = f"{r['translate_s'] / steps:.2f} s, ~{dec_bytes * steps / r['translate_s'] / 1e9:.1f} GB/s"
     rows = [["parameters", f"{r['params'] / 1e9:.3f} B"], ["file (F16)", f"{file_bytes / gib:.2f} GiB"],
-            ["weights as F32", f"{r['weight_bytes_f32'] / gib:.2f} GiB"],
-            ["load", f"{r['load_s']:.1f} s"], ["beam search, 1 sentence (20 ids), beam 4", f"{r['translate_s']:.1f} s"],
-            ["target tokens", r["target_tokens"]], ["peak RSS (VmHWM)", f"{r['peak_rss_kb'] / 2**20:.2f} GiB"],
+            ["weights as F32", f"{r['weight_bytes_f32'] / gib:.2f} GiB"], ["load", f"{r['load_s']:.1f} s"],
+            ["beam search, 1 sentence (20 ids), beam 4", f"{r['translate_s']:.1f} s"],
+            ["target tokens", r["target_tokens"]],
+            ["per decoder step (streams the decoder + output weights, F32)", per_step],
+            ["peak RSS (VmHWM)", f"{r['peak_rss_kb'] / 2**20:.2f} GiB"],
             ["after load: anonymous / file-backed RSS",
              f"{r['load_rss_anon_kb'] / 2**20:.2f} / {r['load_rss_file_kb'] / 2**20:.2f} GiB"],
             ["at the end: anonymous / file-backed RSS",
              f"{r['end_rss_anon_kb'] / 2**20:.2f} / {r['end_rss_file_kb'] / 2**20:.2f} GiB"],
             ["anonymous memory beyond the F32 weights", f"{res['overhead_anon_bytes'] / 2**20:.0f} MiB"],
-            ["threads", threads], ["generating the model (Python)", f"{gen['wall_s']:.0f} s"]]
+            ["threads", f"{threads} BLAS threads, one worker"],
+            ["generating the model (Python)", f"{gen['wall_s']:.0f} s"]]
     title = f"{params / 1e9:.1f}B model ({L[0]}+{L[1]} layers, d_model {d}, FFN {ffn}, vocab {V:,}, tied)"
     return table([title, "value"], rows) + "\n", res
