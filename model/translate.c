@@ -25,22 +25,10 @@ void dmt_translate_output_clear(dmt_translate_output *o) {
     o->n = 0;
 }
 
-/* "__xx__" with a code of letters, digits, '_' or '-' (the tokenizer's rule). */
-static int is_language_piece(const char *p) {
-    size_t n = p ? strlen(p) : 0;
-    if (n < 5 || strncmp(p, "__", 2) != 0 || strcmp(p + n - 2, "__") != 0) return 0;
-    for (size_t i = 2; i < n - 2; i++) {
-        unsigned char c = (unsigned char)p[i];
-        int alnum = (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-        if (!alnum && !((c == '_' || c == '-') && i != 2 && i != n - 3)) return 0;
-    }
-    return 1;
-}
-
 static int is_language_id(const dmt_model *m, int32_t id) {
     for (int l = 0; l < m->cfg.n_languages; l++)
         if (m->cfg.languages[l].id == id) return 1;
-    return is_language_piece(dmt_tokenizer_id_to_piece(m->tokenizer, id));
+    return dmt_tokenizer_is_language_piece(dmt_tokenizer_id_to_piece(m->tokenizer, id));
 }
 
 /* Fills o with the single translation "" (empty input). */

@@ -120,8 +120,8 @@ static int read_vocab(dmt_tokenizer *tok, const char *path, char *err, size_t er
 
 /* "__xx__": two underscores, a code of letters, digits, '_' or '-' that starts and
  * ends with a letter or digit, two underscores (__de__, __zh_Hans__). */
-static int is_language_piece(const char *p) {
-    size_t n = strlen(p);
+int dmt_tokenizer_is_language_piece(const char *p) {
+    size_t n = p ? strlen(p) : 0;
     if (n < 5 || strncmp(p, "__", 2) != 0 || strcmp(p + n - 2, "__") != 0) return 0;
     for (size_t i = 2; i < n - 2; i++) {
         unsigned char c = (unsigned char)p[i];
@@ -150,7 +150,7 @@ static int build_maps(dmt_tokenizer *tok, char *err, size_t errlen) {
         int s = tok->model_to_spm ? dmt_spm_piece_to_id(tok->spm, p) : id;
         int control = s >= 0 ? dmt_spm_is_control(tok->spm, s)
                              : !strcmp(p, "<s>") || !strcmp(p, "</s>") || !strcmp(p, "<pad>");
-        tok->skip[id] = (unsigned char)(control || is_language_piece(p));
+        tok->skip[id] = (unsigned char)(control || dmt_tokenizer_is_language_piece(p));
         if (tok->model_to_spm) tok->model_to_spm[id] = s >= 0 ? s : dmt_spm_unk_id(tok->spm);
     }
     return 0;

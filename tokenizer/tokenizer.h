@@ -45,6 +45,9 @@ int dmt_tokenizer_vocab_size(const dmt_tokenizer *tok);
 int dmt_tokenizer_piece_to_id(const dmt_tokenizer *tok, const char *piece);
 /* The piece of a model id, or NULL when id is out of range; valid until free. */
 const char *dmt_tokenizer_id_to_piece(const dmt_tokenizer *tok, int id);
+/* 1 when piece names a language token: "__", a code of letters, digits, '_' or '-'
+ * that starts and ends with a letter or digit, "__" (__de__, __zh_Hans__). */
+int dmt_tokenizer_is_language_piece(const char *piece);
 /* The model id of the language token "__<code>__" (code "de" -> "__de__"), or -1. */
 int dmt_tokenizer_language_id(const dmt_tokenizer *tok, const char *code);
 
