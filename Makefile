@@ -132,7 +132,7 @@ docker-test:
 # ---- benchmark report (bench/bench.py; docs in its header). Not part of `make test`:
 # deepmt vs the PyTorch baseline (tools/bench_torch.py) on Multi30k, `deepmt serve`
 # under load, 12/100/1,000-layer models. Writes $(BUILD)/bench/report.md and
-# report.json. BENCH_SIZE=1 adds the 3.2B-parameter model (minutes, ~20 GB of RAM,
+# report.json. BENCH_SIZE=1 adds the 3.2B-parameter model (minutes, ~13 GB of RAM,
 # 6.4 GB of disk under $(BUILD)/bench, deleted afterwards).
 BENCH_THREADS ?= 1,2
 BENCH_ROUNDS  ?= 2
