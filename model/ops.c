@@ -123,12 +123,13 @@ DMT_HOT void dmt_log_softmax(float *x, int n, int len) {
 }
 
 /* One query row against nk keys of one head: the decoder-step case, where a GEMM
- * call costs more than the arithmetic. */
-DMT_HOT static void attend_row(float *out, const float *q, const float *k, const float *v, int ldkv, int nk, int hd,
-                       float *p) {
+ * call costs more than the arithmetic. Key/value row j is at (slots ? slots[j] : j) * ld
+ * from k and v: contiguous rows, or the decoder's slot cache. */
+DMT_HOT static void attend_row(float *out, const float *q, const float *k, const float *v, size_t ld,
+                               const int *slots, int nk, int hd, float *p) {
     float mx = -FLT_MAX;
     for (int j = 0; j < nk; j++) {
-        const float *kr = k + (size_t)j * ldkv;
+        const float *kr = k + (size_t)(slots ? slots[j] : j) * ld;
         float s = 0;
 #pragma omp simd reduction(+ : s)
         for (int t = 0; t < hd; t++) s += q[t] * kr[t];
@@ -141,7 +142,7 @@ DMT_HOT static void attend_row(float *out, const float *q, const float *k, const
     float inv = 1.0f / sum;
     memset(out, 0, (size_t)hd * sizeof(float));
     for (int j = 0; j < nk; j++) {
-        const float *vr = v + (size_t)j * ldkv;
+        const float *vr = v + (size_t)(slots ? slots[j] : j) * ld;
         float w = p[j] * inv;
         for (int t = 0; t < hd; t++) out[t] += w * vr[t];
     }
@@ -155,7 +156,7 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
             int keys = causal_offset >= 0 && i + causal_offset + 1 < nk ? i + causal_offset + 1 : nk;
             for (int h = 0; h < heads; h++)
                 attend_row(out + (size_t)i * ldo + h * hd, q + (size_t)i * ldq + h * hd, k + h * hd, v + h * hd,
-                           ldkv, keys, hd, scratch);
+                           (size_t)ldkv, NULL, keys, hd, scratch);
         }
         return;
     }
@@ -171,29 +172,9 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
     }
 }
 
-DMT_HOT void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
-                                 int nk, int heads, float *scratch) {
+void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
+                         int nk, int heads, float *scratch) {
     int hd = ld / heads;
-    for (int h = 0; h < heads; h++) {
-        const float *qh = q + h * hd;
-        float mx = -FLT_MAX, *p = scratch;
-        for (int j = 0; j < nk; j++) {
-            const float *kr = k + (size_t)slots[j] * ld + h * hd;
-            float sc = 0;
-#pragma omp simd reduction(+ : sc)
-            for (int t = 0; t < hd; t++) sc += qh[t] * kr[t];
-            p[j] = sc;
-            mx = sc > mx ? sc : mx;
-        }
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int j = 0; j < nk; j++) { p[j] = exp_nonpositive(p[j] - mx); sum += p[j]; }
-        float inv = 1.0f / sum, *o = out + h * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int j = 0; j < nk; j++) {
-            const float *vr = v + (size_t)slots[j] * ld + h * hd;
-            float w = p[j] * inv;
-            for (int t = 0; t < hd; t++) o[t] += w * vr[t];
-        }
-    }
+    for (int h = 0; h < heads; h++)
+        attend_row(out + h * hd, q + h * hd, k + h * hd, v + h * hd, (size_t)ld, slots, nk, hd, scratch);
 }
