@@ -84,6 +84,14 @@ def lr_at(step, args):
     return args.lr * min(step / args.warmup, math.sqrt(args.warmup / step))
 
 
+def load_state(path):
+    """Our own training checkpoint (trusted: written by save_atomic). torch >= 2.6 loads
+    weights only by default, which refuses the numpy RNG state kept here."""
+    import inspect
+    kw = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
+    return torch.load(path, map_location="cpu", **kw)
+
+
 def save_atomic(obj, path):
     tmp = path + ".tmp"
     torch.save(obj, tmp)
@@ -91,34 +99,41 @@ def save_atomic(obj, path):
 
 
 # -- loss / decoding --------------------------------------------------------------
-def forward_loss(model, src, prev, tgt, n_tgt, eps):
-    """Encoder once per source, states shared by its n_tgt targets. -> (loss_sum, nll_sum, ntok)."""
+def forward_loss(model, src, prev, scored, targets, n_tgt, eps):
+    """Encoder once per source, states shared by its n_tgt targets -> (loss_sum, nll_sum).
+
+    scored/targets come from D.scored_positions (flat positions of prev/tgt that are
+    scored, and the ids there); only those rows go through the output projection
+    (padding is ~30%), and nothing here waits on the device.
+    """
     enc, pad_mask = model.encode(src)
     kv = [(k.repeat_interleave(n_tgt, 0), v.repeat_interleave(n_tgt, 0)) for k, v in model.cross_kv(enc)]
     x = model.decoder_states(prev, None, pad_mask.repeat_interleave(n_tgt, 0), kv=kv)
-    t = tgt.clone()
-    t[:, 0] = D.PAD  # the forced language tag is not scored
-    mask = t.ne(D.PAD)
-    x, t = x[mask], t[mask]  # project only the scored positions (padding is ~30%)
+    x = x.reshape(-1, x.shape[-1]).index_select(0, scored)
     lp = torch.log_softmax(F.linear(x, model.output_weight()).float(), dim=-1)
-    nll = -lp.gather(-1, t[:, None]).squeeze(-1)
+    nll = -lp.gather(-1, targets[:, None]).squeeze(-1)
     smooth = -lp.sum(-1)
     loss = (1 - eps) * nll + eps / lp.shape[-1] * smooth
-    return loss.sum(), nll.sum(), int(mask.sum())
+    return loss.sum(), nll.sum()
+
+
+def to_device(dev, *tensors):
+    return [t.to(dev, non_blocking=True) for t in tensors]
 
 
 @torch.no_grad()
 def greedy(model, src_rows, tag_id, max_a=1.2, max_b=10):
     """Greedy decode a list of source id lists (without </s>) into target id lists."""
-    src = D.pad([list(r) + [D.EOS] for r in src_rows])
+    dev = model.output_weight().device
+    src = D.pad([list(r) + [D.EOS] for r in src_rows]).to(dev)
     enc, pad_mask = model.encode(src)
     kv = model.cross_kv(enc)
     b = src.shape[0]
     max_len = int(max_a * src.shape[1] + max_b)
     caches = [{} for _ in model.decoder.layers]
-    prev = torch.tensor([[model.cfg["decoder_start_id"], tag_id]] * b)
-    out = torch.full((b, max_len), D.PAD, dtype=torch.long)
-    done = torch.zeros(b, dtype=torch.bool)
+    prev = torch.tensor([[model.cfg["decoder_start_id"], tag_id]] * b, device=dev)
+    out = torch.full((b, max_len), D.PAD, dtype=torch.long, device=dev)
+    done = torch.zeros(b, dtype=torch.bool, device=dev)
     pos = 0
     for i in range(max_len):
         lp = model.decode(prev, enc, pad_mask, kv=kv, caches=caches, start=pos)[:, -1]
@@ -138,12 +153,19 @@ def greedy(model, src_rows, tag_id, max_a=1.2, max_b=10):
 
 
 @torch.no_grad()
-def validate(model, sp, val, val_text, n, bleu_fn, batch=50):
+def validate(model, sp, val, val_text, n, bleu_fn, batch=50, amp=None):
     """Greedy BLEU (against the raw val text) and teacher-forced NLL on the first n val
-    lines in VAL_DIRECTIONS."""
+    lines in VAL_DIRECTIONS.
+
+    Also the *source gain*: the NLL with each target paired with another line's source
+    minus the true NLL. A model that ignores its source (an encoder collapsed into a
+    constant, a decoder that became a language model) scores ~0 here however low its
+    NLL, so this is the number that says whether the encoder is learning.
+    """
     model.eval()
+    dev = model.output_weight().device
     ids = D.lang_ids(sp)
-    scores, nll_sum, tok = {}, 0.0, 0
+    scores, nll_sum, wrong_sum, tok = {}, 0.0, 0.0, 0
     for s, t in VAL_DIRECTIONS:
         hyps, refs = [], []
         for a in range(0, n, batch):
@@ -152,14 +174,33 @@ def validate(model, sp, val, val_text, n, bleu_fn, batch=50):
             src = D.pad([list(r) + [D.EOS] for r in rows])
             prev = D.pad([[D.EOS, ids[t]] + list(y) for y in tg])
             tgt = D.pad([[ids[t]] + list(y) + [D.EOS] for y in tg])
-            _, nl, nt = forward_loss(model, src, prev, tgt, 1, 0.0)
-            nll_sum, tok = nll_sum + float(nl), tok + nt
-            hyps += [sp.decode(h) for h in greedy(model, rows, ids[t])]
+            scored, targets = D.scored_positions(tgt)
+            src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
+            with amp_context(dev, amp):
+                _, nl = forward_loss(model, src, prev, scored, targets, 1, 0.0)
+                _, wrong = forward_loss(model, src.roll(1, 0), prev, scored, targets, 1, 0.0)
+                hyps += [sp.decode(h) for h in greedy(model, rows, ids[t])]
+            nll_sum, wrong_sum, tok = nll_sum + float(nl), wrong_sum + float(wrong), tok + len(scored)
             refs += val_text[t][a:a + batch]
         scores[f"{s}-{t}"] = float(bleu_fn(hyps, refs)["score"])
         scores[f"{s}-{t}:example"] = hyps[0]
     model.train()
+    scores["source_gain"] = (wrong_sum - nll_sum) / max(tok, 1)
     return scores, nll_sum / max(tok, 1)
+
+
+def amp_context(dev, amp):
+    """bf16 autocast where asked (the GPU); plain fp32 otherwise."""
+    if amp == "bf16":
+        return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+    import contextlib
+    return contextlib.nullcontext()
+
+
+def pick_device(name):
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(name)
 
 
 # -- subcommands ---------------------------------------------------------------------
@@ -174,6 +215,11 @@ def cmd_train(args):
     import sentencepiece as spm
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
+    dev = pick_device(args.device)
+    amp = args.amp if args.amp != "auto" else ("bf16" if dev.type == "cuda" else "none")
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        log(f"device {torch.cuda.get_device_name(dev)}, autocast {amp}")
     args.spm = os.path.abspath(args.spm)
     start_wall = time.time()
     end = parse_end(args.time_budget, start_wall)
@@ -201,14 +247,16 @@ def cmd_train(args):
         log(f"initialised from {args.init_from} (step {init_step})")
     elif args.resume:
         path = args.resume if isinstance(args.resume, str) and args.resume else ckpt_path
-        state = torch.load(path, map_location="cpu")
+        state = load_state(path)
         cfg = state["cfg"]
         log(f"resuming from {path} at step {state['step']}")
     else:
         cfg = model_config(args, sp)
     model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
                         activation_dropout=args.activation_dropout)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8)
+    model.to(dev)
+    opt_kw = {"fused": True} if dev.type == "cuda" else {}
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8, **opt_kw)
     batcher = D.Batcher(train, args.max_tokens, seed=args.seed + init_step)  # new order when continuing
     if init is not None:
         model.load_state_dict(init.state_dict())
@@ -229,7 +277,7 @@ def cmd_train(args):
         step, epoch, bidx, train_time, cpu0, best, tokens_seen = 0, 0, 0, 0.0, 0.0, -1.0, 0
     if not state and not os.path.exists(curve):
             with open(curve, "w") as f:
-                f.write("step,wall_hours,cpu_hours,target_tokens,train_loss,train_nll,val_nll,val_bleu,"
+                f.write("step,wall_hours,cpu_hours,target_tokens,train_loss,train_nll,val_nll,val_bleu,source_gain,"
                         + ",".join(f"bleu_{s}-{t}" for s, t in VAL_DIRECTIONS) + "\n")
     model.train()
     nparam = sum(p.numel() for p in model.parameters())
@@ -245,8 +293,10 @@ def cmd_train(args):
     cpu_start = time.process_time()
     seg_start = time.time()
     last_ckpt = last_val = time.time()
-    val_cost = 180.0 if args.val_every else 20.0  # reserve for the final validation + save
-    win_loss = win_nll = win_tok = 0.0
+    # reserved before the deadline for the final validation + save; re-measured at each validation
+    val_cost = (180.0 if dev.type == "cpu" else 30.0) if args.val_every else 20.0
+    win_loss = win_nll = torch.zeros((), device=dev)
+    win_tok = 0
     win_t0 = time.time()
     last_loss = last_nll = float("nan")
 
@@ -261,18 +311,19 @@ def cmd_train(args):
                      "step": step, "epoch": epoch, "batch_index": bidx, "epoch_rng": epoch_rng,
                      "torch_rng": torch.get_rng_state(), "train_time": elapsed(),
                      "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen,
-                     "args": vars(args)}, path)
+                     "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
 
     def run_validation(last_loss, last_nll):
         nonlocal best, val_cost
         t0 = time.time()
-        scores, vnll = validate(model, sp, val, val_text, args.val_lines, bleu_fn)
+        scores, vnll = validate(model, sp, val, val_text, args.val_lines, bleu_fn,
+                                batch=args.val_batch, amp=amp)
         bl = [scores[f"{s}-{t}"] for s, t in VAL_DIRECTIONS]
         mean = sum(bl) / len(bl)
         with open(curve, "a") as f:
             f.write(f"{step},{elapsed() / 3600:.4f},{cpu_hours():.4f},{tokens_seen},{last_loss:.4f},"
-                    f"{last_nll:.4f},{vnll:.4f},{mean:.2f}," + ",".join(f"{b:.2f}" for b in bl) + "\n")
-        log(f"valid step {step} | val_nll {vnll:.3f} | BLEU ({bleu_name}) mean {mean:.2f} | "
+                    f"{last_nll:.4f},{vnll:.4f},{mean:.2f},{scores['source_gain']:.4f}," + ",".join(f"{b:.2f}" for b in bl) + "\n")
+        log(f"valid step {step} | val_nll {vnll:.3f} | source gain {scores['source_gain']:.3f} | BLEU ({bleu_name}) mean {mean:.2f} | "
             + " ".join(f"{s}-{t} {scores[f'{s}-{t}']:.2f}" for s, t in VAL_DIRECTIONS))
         for s, t in VAL_DIRECTIONS[:2]:
             log(f"  {s}-{t}: {scores[f'{s}-{t}:example']}")
@@ -280,7 +331,7 @@ def cmd_train(args):
             best = mean
             checkpoint(best_path)
             log(f"new best {best:.2f}: wrote {best_path}")
-        val_cost = time.time() - t0 + 60
+        val_cost = 1.5 * (time.time() - t0) + (60 if dev.type == "cpu" else 15)
         return mean
 
     # SIGTERM / Ctrl-C: finish the current step, write the checkpoint, stop cleanly.
@@ -306,21 +357,29 @@ def cmd_train(args):
             break
         if args.max_steps and step >= args.max_steps:
             break
+        # The batch is built and indexed on the CPU while the device runs the previous
+        # step: nothing in a step waits on the device, only the logging below does.
         src, prev, tgt = batcher.tensors(batches[bidx], ids)
+        scored, targets = D.scored_positions(tgt)
+        ntok = len(scored)
+        src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
         bidx += 1
         step += 1
         lr = lr_at(step, args)
         for g in opt.param_groups:
             g["lr"] = lr
-        loss, nll, ntok = forward_loss(model, src, prev, tgt, len(D.LANGS) - 1, args.label_smoothing)
+        with amp_context(dev, amp):
+            loss, nll = forward_loss(model, src, prev, scored, targets, len(D.LANGS) - 1,
+                                     args.label_smoothing)
         opt.zero_grad(set_to_none=True)
         (loss / ntok).backward()
         if args.clip_norm > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
         opt.step()
         tokens_seen += ntok
-        win_loss, win_nll, win_tok = win_loss + float(loss), win_nll + float(nll), win_tok + ntok
+        win_loss, win_nll, win_tok = win_loss + loss.detach(), win_nll + nll.detach(), win_tok + ntok
         if step % args.log_every == 0:
+            win_loss, win_nll = float(win_loss), float(win_nll)
             t = time.time()
             el = elapsed()
             eta = f" | eta {fmt_dur(end - t)}" if end else ""
@@ -328,7 +387,8 @@ def cmd_train(args):
             log(f"step {step} | loss {win_loss / win_tok:.3f} | nll {win_nll / win_tok:.3f} | lr {lr:.2e} | "
                 f"tok/s {win_tok / (t - win_t0):.0f} | epoch {ep:.3f} | elapsed {fmt_dur(el)}{eta}")
             last_loss, last_nll = win_loss / win_tok, win_nll / win_tok
-            win_loss = win_nll = win_tok = 0.0
+            win_loss = win_nll = torch.zeros((), device=dev)
+            win_tok = 0
             win_t0 = time.time()
             if args.val_every and t - last_val >= args.val_every * 60:
                 run_validation(last_loss, last_nll)
@@ -352,7 +412,7 @@ def cmd_export(args):
     path = args.checkpoint or os.path.join(args.run, "best.pt")
     if not os.path.isfile(path) and args.run:
         path = os.path.join(args.run, args.checkpoint or "checkpoint.pt")
-    state = torch.load(path, map_location="cpu")
+    state = load_state(path)
     cfg = dict(state["cfg"])
     cfg["source"] = dict(cfg.get("source") or {}, checkpoint=os.path.basename(path), step=state["step"],
                          train_hours=round(state["train_time"] / 3600, 3),
@@ -403,7 +463,11 @@ def main(argv=None):
     p.add_argument("--val-every", type=float, default=35, help="minutes; 0: never")
     p.add_argument("--val-lines", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", type=int, default=2, help="CPU threads (the CPU device)")
+    p.add_argument("--device", default="auto", help="auto (cuda if present, else cpu), cpu, cuda, cuda:1")
+    p.add_argument("--amp", default="auto", choices=["auto", "bf16", "none"],
+                   help="autocast: auto = bf16 on cuda, none on cpu")
+    p.add_argument("--val-batch", type=int, default=50, help="validation sentences per batch")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(fn=cmd_train)
 

@@ -127,26 +127,49 @@ class Batcher:
         return batches
 
     def tensors(self, batch, ids):
-        """-> src [B, S], prev [3B, T], tgt [3B, T], ntok (real target tokens excl. the forced tag).
+        """-> src [B, S], prev [3B, T], tgt [3B, T] (CPU long tensors, PAD-filled).
 
         Row b*3+j of prev/tgt is source b's j-th target language.
         """
         srcs, prevs, tgts = [], [], []
         for i, s in batch:
             src_lang = self.langs[s]
-            srcs.append(list(self.corpus[src_lang][i]) + [EOS])
+            srcs.append((self.corpus[src_lang][i], (EOS,)))
             for t in self.langs:
                 if t == src_lang:
                     continue
-                y = list(self.corpus[t][i])
-                prevs.append([EOS, ids[t]] + y)
-                tgts.append([ids[t]] + y + [EOS])
-        return pad(srcs), pad(prevs), pad(tgts)
+                y = self.corpus[t][i]
+                prevs.append(((EOS, ids[t]), y))
+                tgts.append(((ids[t],), y, (EOS,)))
+        return pad_parts(srcs), pad_parts(prevs), pad_parts(tgts)
+
+
+def pad_parts(rows, value=PAD):
+    """Rows given as tuples of pieces (sequences) -> one right-padded long tensor.
+
+    Filling a numpy array slice by slice is ~20x faster than a tensor per row, which
+    matters at GPU batch sizes (thousands of rows a step).
+    """
+    lens = [sum(len(p) for p in r) for r in rows]
+    out = np.full((len(rows), max(lens)), value, dtype=np.int64)
+    for k, r in enumerate(rows):
+        c = 0
+        for p in r:
+            out[k, c:c + len(p)] = p
+            c += len(p)
+    return torch.from_numpy(out)
 
 
 def pad(rows, value=PAD):
-    t = max(len(r) for r in rows)
-    out = torch.full((len(rows), t), value, dtype=torch.long)
-    for k, r in enumerate(rows):
-        out[k, :len(r)] = torch.tensor(r, dtype=torch.long)
-    return out
+    return pad_parts([(r,) for r in rows], value)
+
+
+def scored_positions(tgt):
+    """Flat indices of the scored target positions (not padding, not the forced language
+    tag in column 0) and the ids there: computed on the CPU so the training step needs
+    no device-to-host sync to find them."""
+    t = tgt.clone()
+    t[:, 0] = PAD
+    flat = t.view(-1)
+    idx = flat.ne(PAD).nonzero().squeeze(1)
+    return idx, flat[idx]
