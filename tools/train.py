@@ -254,6 +254,9 @@ def cmd_train(args):
         cfg = model_config(args, sp)
     model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
                         activation_dropout=args.activation_dropout)
+    if init is None and not state:
+        torch.manual_seed(args.seed)
+        model.init_weights(torch.Generator().manual_seed(args.seed))  # on the CPU: same weights anywhere
     model.to(dev)
     opt_kw = {"fused": True} if dev.type == "cuda" else {}
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8, **opt_kw)
@@ -272,8 +275,6 @@ def cmd_train(args):
         train_time, cpu0, best = state["train_time"], state["cpu_time"], state["best_bleu"]
         tokens_seen = state["tokens"]
     elif init is None:
-        torch.manual_seed(args.seed)
-        model.init_weights(torch.Generator().manual_seed(args.seed))
         step, epoch, bidx, train_time, cpu0, best, tokens_seen = 0, 0, 0, 0.0, 0.0, -1.0, 0
     if not state and not os.path.exists(curve):
             with open(curve, "w") as f:
