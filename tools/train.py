@@ -32,7 +32,7 @@ VAL_DIRECTIONS = [("en", "de"), ("en", "fr"), ("de", "en"), ("cs", "en")]
 
 
 def log(msg):
-    print(f"[{dt.datetime.utcnow():%H:%M:%S}] {msg}", flush=True)
+    print(f"[{dt.datetime.now(dt.timezone.utc):%H:%M:%S}] {msg}", flush=True)
 
 
 def fmt_dur(s):
@@ -287,7 +287,7 @@ def cmd_train(args):
         f"{cfg['encoder_alpha']:.3f} dec {cfg['decoder_alpha']:.3f}")
     log(f"args {vars(args)}")
     if end:
-        log(f"time budget ends {dt.datetime.utcfromtimestamp(end):%Y-%m-%d %H:%M:%S} UTC")
+        log(f"time budget ends {dt.datetime.fromtimestamp(end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
 
     epoch_rng = batcher.rng.bit_generator.state
     batches = batcher.epoch()
@@ -440,18 +440,18 @@ def main(argv=None):
     p.add_argument("--spm", default="runs/spm/spm.model")
     p.add_argument("--run", default="runs/main", help="folder for checkpoints, curve.csv")
     p.add_argument("--encoder-layers", type=int, default=6)
-    p.add_argument("--decoder-layers", type=int, default=2)
+    p.add_argument("--decoder-layers", type=int, default=3)
     p.add_argument("--d-model", type=int, default=256)
     p.add_argument("--ffn-dim", type=int, default=1024)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--dropout", type=float, default=0.1)
-    p.add_argument("--attention-dropout", type=float, default=0.0)
+    p.add_argument("--dropout", type=float, default=0.2)
+    p.add_argument("--attention-dropout", type=float, default=0.1)
     p.add_argument("--activation-dropout", type=float, default=0.0)
     p.add_argument("--label-smoothing", type=float, default=0.1)
-    p.add_argument("--lr", type=float, default=2e-3, help="peak learning rate")
-    p.add_argument("--warmup", type=int, default=200, help="linear warmup steps, then inverse sqrt")
+    p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    p.add_argument("--warmup", type=int, default=1000, help="linear warmup steps, then inverse sqrt")
     p.add_argument("--clip-norm", type=float, default=1.0)
-    p.add_argument("--max-tokens", type=int, default=2000, help="padded target tokens per batch")
+    p.add_argument("--max-tokens", type=int, default=12000, help="padded target tokens per batch")
     p.add_argument("--max-len", type=int, default=128, help="pieces per sentence (longer are cut)")
     p.add_argument("--time-budget", help="hours (2.5) or an end time in UTC (00:25 or ISO)")
     p.add_argument("--max-steps", type=int, default=0)
