@@ -41,7 +41,7 @@ def pick_model(a, out):
                  "(run `make train`, or give --model)")
     if not os.path.exists(os.path.join(standin, "model.safetensors")):
         common.run([common.PYTHON, "bench/make_standin.py", "--out", standin, "--spm", spm])
-    return standin, (f"random-init stand-in `{standin}` (6+2 layers, d_model 256, FFN 1024, 4 heads, F16, "
+    return standin, (f"random-init stand-in `{standin}` (6+3 layers, d_model 256, FFN 1024, 4 heads, F16, "
                      f"untied output, tokenizer `{spm}`)"
                      + ("" if a.standin else f": {a.model} had no weights yet")
                      + ". Random models write nonsense until the length limit (1.2 x source + 10 tokens), "

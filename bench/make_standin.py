@@ -33,7 +33,7 @@ def main():
     langs = [{"code": c, "name": n, "token": f"__{c}__", "id": sp.piece_to_id(f"__{c}__")} for c, n in LANGS]
     if any(l["id"] == sp.unk_id() for l in langs):
         sys.exit(f"make_standin: {a.spm} lacks a language piece (__en__ __de__ __fr__ __cs__)")
-    cfg = default_config(encoder_layers=6, decoder_layers=2, d_model=256, heads=4, ffn_dim=1024,
+    cfg = default_config(encoder_layers=6, decoder_layers=3, d_model=256, heads=4, ffn_dim=1024,
                          vocab_size=sp.get_piece_size(), tie_output=False, languages=langs)
     model = Transformer(cfg)
     model.init_weights(torch.Generator().manual_seed(0))
