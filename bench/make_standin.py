@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""A random-init stand-in for models/default (same shape: 6+2 layers, d_model 256, FFN
+"""A random-init stand-in for models/default (same shape: 6+3 layers, d_model 256, FFN
 1024, 4 heads, F16) with a real SentencePiece model, for `make bench` before the
 trained model exists.
 
