@@ -10,8 +10,23 @@ of the per-round on/off throughput ratios.
 """
 import json
 import os
+import struct
 
 from common import PYTHON, log, median, run, table
+
+
+def f32_weight_mib(model_dir):
+    """The model's weights as F32 in MiB, from the safetensors header (4 bytes a value)."""
+    with open(os.path.join(model_dir, "model.safetensors"), "rb") as f:
+        header = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))
+    n = 0
+    for name, t in header.items():
+        if name != "__metadata__":
+            k = 1
+            for d in t["shape"]:
+                k *= d
+            n += k
+    return n * 4 / 2**20
 
 
 def bench(cfg):
@@ -44,10 +59,19 @@ def bench(cfg):
                "sentences_per_s": median([c["sent_per_s"] for c in cs]),
                "p50_ms": median([c["p50_ms"] for c in cs]), "p99_ms": median([c["p99_ms"] for c in cs]),
                "mean_batch": median([c["mean_batch"] for c in cs]), "errors": sum(c["errors"] for c in cs),
+               "peak_rss_mib": max((c.get("peak_rss_mib") or 0 for c in cs), default=0) or None,
                "requests": sum(c["requests"] for c in cs), "on_vs_off": ratio, "per_round": cs}
         rows.append(row)
         md_rows.append([clients, mode, row["sentences_per_s"], row["p50_ms"], row["p99_ms"], row["mean_batch"],
-                        f"{ratio:.2f}x" if ratio else "", row["errors"]])
-    md = table(["clients", "mode", "sentences/s", "p50 ms", "p99 ms", "mean batch", "on/off throughput", "errors"],
-               md_rows)
-    return md + "\n", {"rows": rows}
+                        f"{ratio:.2f}x" if ratio else "", row["peak_rss_mib"] or "-", row["errors"]])
+    md = table(["clients", "mode", "sentences/s", "p50 ms", "p99 ms", "mean batch", "on/off throughput",
+                "server peak RSS MiB", "errors"], md_rows)
+    # Memory budget: the server's peak RSS under the heaviest load against the model's
+    # F32 weights + 200 MiB (buffers, HTTP, queues, allocator slack).
+    weights = f32_weight_mib(cfg["model"])
+    peak = max((r["peak_rss_mib"] or 0 for r in rows), default=0)
+    budget = weights + 200
+    verdict = "within" if peak and peak <= budget else ("over" if peak else "not measured:")
+    md += (f"\nHighest server peak RSS (VmHWM) in any cell: **{peak:.0f} MiB**, {verdict} the "
+           f"budget of F32 weights ({weights:.1f} MiB) + 200 MiB = {budget:.0f} MiB.\n")
+    return md + "\n", {"rows": rows, "peak_rss_mib": peak, "f32_weights_mib": weights, "rss_budget_mib": budget}

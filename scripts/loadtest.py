@@ -142,6 +142,17 @@ def run_cell(host, port, sentences, langs, clients, n_requests, timeout):
             "sent_per_s": len(lat) / wall, "p50_ms": pct(0.50), "p99_ms": pct(0.99), "mean_batch": mean_batch}
 
 
+def rss_mib(pid):
+    """(current, peak) resident set of a process in MiB from /proc/PID/status (VmRSS,
+    VmHWM); (None, None) where unreadable (another host, or not Linux)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            kv = dict(line.split(":", 1) for line in f if ":" in line)
+        return int(kv["VmRSS"].split()[0]) / 1024, int(kv["VmHWM"].split()[0]) / 1024
+    except (OSError, KeyError, ValueError):
+        return None, None
+
+
 def start_server(binary, model, extra, threads):
     port = free_port()
     args = [binary, "serve", "--model", model, "--host", "127.0.0.1", "--port", str(port),
@@ -205,9 +216,13 @@ def main():
             for c in levels:
                 r = run_cell(host, port, sentences, langs, c, max(a.requests, 2 * c), a.timeout)
                 r["mode"] = name
+                # the server's peak RSS so far (VmHWM): cells run in rising concurrency, so
+                # the last one's is the peak under the heaviest load
+                r["rss_mib"], r["peak_rss_mib"] = rss_mib(proc.pid) if proc else (None, None)
                 results.append(r)
+                peak = f"  peak RSS {r['peak_rss_mib']:.0f} MiB" if r["peak_rss_mib"] else ""
                 print(f"# {name:12s} {c:3d} clients: {r['sent_per_s']:8.1f} sentences/s  p50 {r['p50_ms']:8.1f} ms  "
-                      f"p99 {r['p99_ms']:8.1f} ms  mean batch {r['mean_batch']:5.1f}  errors {r['errors']}",
+                      f"p99 {r['p99_ms']:8.1f} ms  mean batch {r['mean_batch']:5.1f}  errors {r['errors']}{peak}",
                       file=sys.stderr, flush=True)
         finally:
             if proc:
