@@ -74,10 +74,13 @@ static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
     }
     float *wide = own(L->m, (size_t)t->numel * sizeof(float));
     if (!wide) goto oom;
-    const unsigned char *src = t->data;
-    float (*widen)(uint16_t) = t->dtype == DMT_DTYPE_F16 ? dmt_f16_to_f32 : dmt_bf16_to_f32;
-    if (t->dtype == DMT_DTYPE_F16) L->n_f16++; else L->n_bf16++;
-    for (int64_t i = 0; i < t->numel; i++) wide[i] = widen((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+    if (t->dtype == DMT_DTYPE_F16) {
+        L->n_f16++;
+        dmt_f16_to_f32_n(wide, t->data, (size_t)t->numel);
+    } else {
+        L->n_bf16++;
+        dmt_bf16_to_f32_n(wide, t->data, (size_t)t->numel);
+    }
     dmt_st_drop_range(t->data, t->nbytes);
     return wide;
 oom:
