@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
         }
         dmt_state *s = dmt_state_new(m);
         double e0 = now();
-        if (dmt_encode(s, B, rows, len, err, sizeof err) || dmt_decode_begin(s, B, hyp_src, WARM + STEPS, err, sizeof err)) {
+        if (dmt_encode(s, B, rows, len, err, sizeof err) || dmt_decode_begin(s, B, hyp_src, B, WARM + STEPS, err, sizeof err)) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }

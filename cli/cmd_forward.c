@@ -97,7 +97,7 @@ int cmd_forward(int argc, char **argv) {
         lp = malloc((size_t)B * V * sizeof *lp);
         all = malloc((size_t)B * T * V * sizeof *all);
         int32_t *tok = malloc((size_t)B * sizeof *tok);
-        ok = lp && all && tok && dmt_decode_begin(s, B, hyp_src, T, err, sizeof err) == 0;
+        ok = lp && all && tok && dmt_decode_begin(s, B, hyp_src, B, T, err, sizeof err) == 0;
         for (int t = 0; ok && t < T; t++) {
             for (int b = 0; b < B; b++) tok[b] = prev[(size_t)b * T + t];
             ok = dmt_decode_step(s, tok, lp) == 0;

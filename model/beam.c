@@ -1,10 +1,13 @@
 /* beam.c — batched beam search (beam.h has the rules, docs/decoding.md the why).
  *
  * Layout: the sentences still decoding ("active") sit in the state's hypothesis
- * rows in order, k rows each; row a*k + j is beam j of active sentence a. A beam
- * with score -inf is an empty slot (all beams but beam 0 before the first step, or
- * a sentence with fewer than k live candidates): its row is still fed, but it never
- * yields a candidate. Each step writes the next layout into the other half of the
+ * rows in order, `width` rows each; row a*width + j is beam j of active sentence a.
+ * width is 1 while every sentence is still reading its prefix (</s> __tgt__): all
+ * its beams would be the same row, so the decoder runs one row per sentence and the
+ * reorder after the first generated token fans out to k. From then on width = k. A
+ * beam with score -inf is an empty slot (a sentence with fewer than k live
+ * candidates, or beams 1.. of a sentence still in its prefix when another sentence
+ * already generates): its row is still fed, but it never yields a candidate. Each step writes the next layout into the other half of the
  * double-buffered histories and scores, then dmt_decode_reorder gathers the KV
  * cache to match; sentences that stopped are simply not carried over.
  *
@@ -70,6 +73,7 @@ typedef struct {
     const dmt_model *m;
     dmt_beam_options o;
     int n, k, V, L;             /* sentences, beam, vocab, longest max_len */
+    int width;                  /* rows per active sentence now: 1 (all in prefix) or k */
     /* per sentence */
     int *plen, *max_len;        /* prefix length (1 or 2), max generated tokens */
     int32_t *prefix;            /* [n][2] decoder start, forced token */
@@ -152,10 +156,11 @@ static int search_init(search *S, const dmt_model *m, int n, const int *src_len,
     if (!S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap || !S->active || !S->feed || !S->parent ||
         !S->lp || !S->lists || !S->count || !S->head || !S->merged)
         return -1;
+    S->width = 1; /* one row per sentence: beam 0, its prefix */
     for (int i = 0; i < n; i++) {
         S->gap[i] = INFINITY;
         S->active[i] = i;
-        for (int j = 0; j < S->k; j++) S->cum[0][(size_t)i * k + j] = j == 0 ? 0.0f : -INFINITY;
+        S->cum[0][i] = 0.0f;
     }
     return 0;
 }
@@ -229,11 +234,12 @@ static void add_to_pool(search *S, int i, const int32_t *tokens, int len, float 
  * its next beams to rows na*k.. of the other buffer; 1 when the sentence stopped. */
 static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
     int k = S->k, V = S->V, eos = S->m->cfg.eos_id, nxt = !cur;
-    size_t L = (size_t)S->L, r0 = (size_t)a * k, w0 = (size_t)na * k;
+    size_t L = (size_t)S->L, r0 = (size_t)a * S->width, w0 = (size_t)na * k;
     for (int j = 0; j < k; j++) {
         size_t r = r0 + j;
-        float cum = S->cum[cur][r];
         S->count[j] = 0;
+        if (j >= S->width) continue;      /* narrow layout: beam 0 only */
+        float cum = S->cum[cur][r];
         if (!(cum > -INFINITY)) continue; /* empty slot */
         float *row = S->lp + r * V;
         mask_row(S, row, S->hist[cur] + r * L, t - 1, t);
@@ -331,8 +337,8 @@ static void fill_feed(search *S, int n_act, int s, int cur) {
     size_t L = (size_t)S->L;
     for (int a = 0; a < n_act; a++) {
         int i = S->active[a];
-        for (int j = 0; j < S->k; j++) {
-            size_t r = (size_t)a * S->k + j;
+        for (int j = 0; j < S->width; j++) {
+            size_t r = (size_t)a * S->width + j;
             S->feed[r] = s < S->plen[i] ? S->prefix[2 * i + s] : S->hist[cur][r * L + s - S->plen[i]];
         }
     }
@@ -361,8 +367,8 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
     int steps = 0;
     for (int i = 0; i < n; i++)
         if (S.plen[i] + S.max_len[i] - 1 > steps) steps = S.plen[i] + S.max_len[i] - 1;
-    for (int r = 0; r < n * k; r++) S.parent[r] = r / k; /* hypothesis -> source */
-    if (dmt_decode_begin(st, n * k, S.parent, steps, err, errlen)) goto done;
+    for (int i = 0; i < n; i++) S.parent[i] = i; /* hypothesis -> source, one row each */
+    if (dmt_decode_begin(st, n, S.parent, n * k, steps, err, errlen)) goto done;
     int cur = 0, n_act = n;
     for (int s = 0; n_act > 0; s++) {
         fill_feed(&S, n_act, s, cur);
@@ -370,14 +376,16 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
             snprintf(err, errlen, "beam search: decoder step %d failed", s);
             goto done;
         }
-        int na = 0;
+        int w_in = S.width, w_out = w_in, na = 0; /* k rows a sentence once any generates */
+        for (int a = 0; a < n_act && w_out < k; a++)
+            if (s >= S.plen[S.active[a]] - 1) w_out = k;
         for (int a = 0; a < n_act; a++) {
             int i = S.active[a];
-            if (s < S.plen[i] - 1) { /* still reading the prefix: rows stay as they are */
-                for (int j = 0; j < k; j++) {
-                    size_t w = (size_t)na * k + j, r = (size_t)a * k + j;
+            if (s < S.plen[i] - 1) { /* still reading the prefix: rows stay (fanned out to w_out) */
+                for (int j = 0; j < w_out; j++) {
+                    size_t w = (size_t)na * w_out + j, r = (size_t)a * w_in + (j < w_in ? j : 0);
                     S.parent[w] = (int)r;
-                    S.cum[!cur][w] = S.cum[cur][r];
+                    S.cum[!cur][w] = j < w_in ? S.cum[cur][r] : -INFINITY;
                 }
                 S.active[na++] = i;
                 continue;
@@ -385,7 +393,8 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
             if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) finish_sentence(&S, i, &out[i]);
             else S.active[na++] = i;
         }
-        if (na > 0) dmt_decode_reorder(st, na * k, S.parent);
+        if (na > 0) dmt_decode_reorder(st, na * w_out, S.parent);
+        S.width = w_out;
         n_act = na;
         cur = !cur;
     }

@@ -204,19 +204,21 @@ static int grow_ints(int **p, size_t n) {
     return 0;
 }
 
-int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps, char *err, size_t errlen) {
+int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps, int max_steps, char *err,
+                     size_t errlen) {
     const dmt_model *m = s->m;
     const dmt_config *c = &m->cfg;
     int d = c->d_model, L = m->decoder.n_layers;
     if (max_steps > c->max_positions) max_steps = c->max_positions;
+    if (max_hyps < n_hyps) max_hyps = n_hyps;
     for (int h = 0; h < n_hyps; h++)
         if (hyp_src[h] < 0 || hyp_src[h] >= s->n_src) {
             snprintf(err, errlen, "hypothesis %d reads source %d, but %d were encoded", h, hyp_src[h], s->n_src);
             return -1;
         }
     size_t src_rows = (size_t)s->n_src * s->src_max, keys = (size_t)(max_steps > s->src_max ? max_steps : s->src_max);
-    if (n_hyps > s->hyp_cap || max_steps > s->step_cap) {
-        int hc = n_hyps > s->hyp_cap ? n_hyps : s->hyp_cap, sc = max_steps > s->step_cap ? max_steps : s->step_cap;
+    if (max_hyps > s->hyp_cap || max_steps > s->step_cap) {
+        int hc = max_hyps > s->hyp_cap ? max_hyps : s->hyp_cap, sc = max_steps > s->step_cap ? max_steps : s->step_cap;
         size_t cache = (size_t)L * hc * sc * d;
         if (grow_ints(&s->hyp_src, hc) || grow_ints(&s->hyp_src_tmp, hc) ||
             grow_ints(&s->history, (size_t)hc * sc) || grow_ints(&s->history_tmp, (size_t)hc * sc) ||
@@ -226,7 +228,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps
         s->step_cap = sc;
     }
     if (fbuf_reserve(&s->cross_k, (size_t)L * src_rows * d) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
-        reserve_work(s, (size_t)n_hyps > src_rows ? (size_t)n_hyps : src_rows, 1, keys))
+        reserve_work(s, (size_t)max_hyps > src_rows ? (size_t)max_hyps : src_rows, 1, keys))
         goto oom;
     for (int l = 0; l < L; l++) {
         const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
@@ -238,7 +240,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps
     s->step = 0;
     return 0;
 oom:
-    snprintf(err, errlen, "out of memory for %d hypotheses x %d steps", n_hyps, max_steps);
+    snprintf(err, errlen, "out of memory for %d hypotheses x %d steps", max_hyps, max_steps);
     return -1;
 }
 

@@ -7,9 +7,9 @@
  *
  * Typical use (beam search does this):
  *   dmt_encode(s, n, src, len)                    n source sentences, each ending in </s>
- *   dmt_decode_begin(s, H, hyp_src, max_steps)    H hypotheses, hyp h reads source hyp_src[h]
+ *   dmt_decode_begin(s, H, hyp_src, Hmax, max_steps)  H hypotheses, hyp h reads source hyp_src[h]
  *   loop: dmt_decode_step(s, tokens, logprobs)    feed one token per hypothesis
- *         dmt_decode_reorder(s, H', parent)       keep/duplicate hypotheses (beams, finished)
+ *         dmt_decode_reorder(s, H', parent)       keep/duplicate hypotheses (beams, finished), H' <= Hmax
  */
 #ifndef DEEPMT_MODEL_FORWARD_H
 #define DEEPMT_MODEL_FORWARD_H
@@ -35,17 +35,21 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
 const float *dmt_encoder_out(const dmt_state *s, int i);
 
 /* Starts decoding n_hyps hypotheses (any n_hyps; several may read one source).
- * max_steps bounds the number of dmt_decode_step calls. Computes cross-attention
- * K/V once per source sentence. 0, or -1 with a message. */
-int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_steps, char *err, size_t errlen);
+ * max_hyps (>= n_hyps) bounds the count dmt_decode_reorder may grow to: beam search
+ * starts with one row per sentence while every beam is the same prefix, then fans
+ * out to k. max_steps bounds the number of dmt_decode_step calls. Computes
+ * cross-attention K/V once per source sentence. 0, or -1 with a message. */
+int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps, int max_steps, char *err,
+                     size_t errlen);
 
 /* Feeds tokens[h] to hypothesis h at the next position; writes log-probabilities
  * [n_hyps][vocab] to logprobs. 0, or -1 when max_steps is exhausted or a token is
  * out of range. */
 int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs);
 
-/* Hypothesis j continues old hypothesis parent[j], for j < n_new (n_new <= current
- * count; a parent may repeat). Gathers the KV cache accordingly. */
+/* Hypothesis j continues old hypothesis parent[j], for j < n_new (n_new <= max_hyps of
+ * dmt_decode_begin, more or fewer than now; a parent may repeat). Gathers the KV
+ * cache accordingly. */
 void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent);
 
 /* Steps taken since dmt_decode_begin, and the current hypothesis count. */

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "model/safetensors.h"
@@ -21,21 +22,78 @@ typedef struct {
     unsigned char *used;   /* per file tensor: bound yet? */
     int n_f32, n_f16, n_bf16;
     int n_in_place;        /* F32 tensors used straight from the mapping */
+    float *arena;          /* room for every widened or copied tensor (see make_arena) */
+    size_t arena_left;     /* floats */
     char *err;
     size_t errlen;
 } loader;
 
-static void *own(dmt_model *m, size_t bytes) {
+/* Room for one more entry in m->owned; 0 when out of memory. */
+static int m_own_count_ok(dmt_model *m) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
         void **p = dmt_st_fault_hit() ? NULL : realloc(m->owned, (size_t)cap * sizeof *p);
-        if (!p) return NULL;
+        if (!p) return 0;
         m->owned = p;
         m->cap_owned = cap;
     }
+    return 1;
+}
+
+static void *own(dmt_model *m, size_t bytes) {
+    if (!m_own_count_ok(m)) return NULL;
     void *buf = dmt_st_fault_hit() ? NULL : malloc(bytes ? bytes : 1);
     if (buf) m->owned[m->n_owned++] = buf;
     return buf;
+}
+
+/* Tensors in the arena start on a 64-byte boundary (cache line, any SIMD width). */
+#define ARENA_ALIGN_FLOATS 16
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static size_t arena_floats(int64_t numel) {
+    return ((size_t)numel + ARENA_ALIGN_FLOATS - 1) & ~(size_t)(ARENA_ALIGN_FLOATS - 1);
+}
+
+/* One block for all the tensors the loader widens or copies, sized from the header,
+ * 2 MiB-aligned and marked for transparent huge pages: filling 40 MB of fresh 4 KiB
+ * pages costs one page fault each (10,000 for the default model, most of its load
+ * time), 2 MiB pages cost 20; the forward pass also takes fewer TLB misses. The
+ * memory is the sum of the tensors plus at most 2 MiB of rounding. 0, or -1 when out
+ * of memory. */
+static int make_arena(loader *L) {
+    size_t floats = 0;
+    for (int i = 0; i < dmt_st_count(L->m->file); i++) {
+        const dmt_st_tensor *t = dmt_st_tensor_at(L->m->file, i);
+        if (t->dtype != DMT_DTYPE_F32 || ((uintptr_t)t->data & 3)) floats += arena_floats(t->numel);
+    }
+    if (floats == 0) return 0;
+    size_t bytes = floats * sizeof(float), align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    bytes = (bytes + align - 1) & ~(align - 1);
+    float *a = NULL;
+    if (m_own_count_ok(L->m) && !dmt_st_fault_hit()) a = aligned_alloc(align, bytes);
+    if (!a) {
+        snprintf(L->err, L->errlen, "%s: out of memory for %zu MiB of widened weights", L->path, bytes >> 20);
+        return -1;
+    }
+    L->m->owned[L->m->n_owned++] = a;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE) madvise(a, bytes, MADV_HUGEPAGE); /* a hint: 4 KiB pages work too */
+#endif
+    L->arena = a;
+    L->arena_left = floats;
+    return 0;
+}
+
+/* n floats from the arena (each tensor is bound at most once, so it always has room;
+ * the own() fallback only guards against a miscount). */
+static float *take(loader *L, int64_t numel) {
+    size_t n = arena_floats(numel);
+    if (n > L->arena_left) return own(L->m, (size_t)numel * sizeof(float));
+    float *p = L->arena;
+    L->arena += n;
+    L->arena_left -= n;
+    return p;
 }
 
 /* The named tensor as F32 with shape [d0] or [d0, d1] (d1 = 0 for 1-D). NULL + err if
@@ -67,17 +125,20 @@ static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
             L->n_in_place++;
             return t->data;
         }
-        float *copy = own(L->m, t->nbytes);
+        float *copy = take(L, t->numel);
         if (!copy) goto oom;
         memcpy(copy, t->data, t->nbytes);
         return copy;
     }
-    float *wide = own(L->m, (size_t)t->numel * sizeof(float));
+    float *wide = take(L, t->numel);
     if (!wide) goto oom;
-    const unsigned char *src = t->data;
-    float (*widen)(uint16_t) = t->dtype == DMT_DTYPE_F16 ? dmt_f16_to_f32 : dmt_bf16_to_f32;
-    if (t->dtype == DMT_DTYPE_F16) L->n_f16++; else L->n_bf16++;
-    for (int64_t i = 0; i < t->numel; i++) wide[i] = widen((uint16_t)(src[2 * i] | (src[2 * i + 1] << 8)));
+    if (t->dtype == DMT_DTYPE_F16) {
+        L->n_f16++;
+        dmt_f16_to_f32_n(wide, t->data, (size_t)t->numel);
+    } else {
+        L->n_bf16++;
+        dmt_bf16_to_f32_n(wide, t->data, (size_t)t->numel);
+    }
     dmt_st_drop_range(t->data, t->nbytes);
     return wide;
 oom:
@@ -245,6 +306,7 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
     L.used = dmt_st_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
     if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
+    if (make_arena(&L)) { free(L.used); goto fail; }
     int rc = bind_all(&L);
     free(L.used);
     if (rc) goto fail;

@@ -52,6 +52,12 @@ size_t dmt_dtype_size(dmt_dtype d);
 float dmt_f16_to_f32(uint16_t h);
 float dmt_bf16_to_f32(uint16_t h);
 
+/* The same over n values: src holds n little-endian 16-bit values (any alignment),
+ * dst gets n floats. Bit-for-bit equal to the per-value functions (NaNs stay NaN
+ * with their sign and payload); vectorised, what the loader uses. */
+void dmt_f16_to_f32_n(float *dst, const void *src, size_t n);
+void dmt_bf16_to_f32_n(float *dst, const void *src, size_t n);
+
 /* Failure injection for tests (SQLite-style): after dmt_st_fault_after(n), the loader's
  * next n allocations on this thread succeed and every later one fails, until
  * dmt_st_fault_after(-1) (the default) turns it off. Covers the allocations in

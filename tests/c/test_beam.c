@@ -202,7 +202,7 @@ static int greedy_by_hand(dmt_state *s, const dmt_model *m, const int32_t *src, 
     if (max_len < 1) max_len = 1;
     float *lp = malloc((size_t)V * sizeof *lp);
     int n = -1;
-    if (dmt_encode(s, 1, &src, &len, err, sizeof err) || dmt_decode_begin(s, 1, &hyp, plen + max_len, err, sizeof err))
+    if (dmt_encode(s, 1, &src, &len, err, sizeof err) || dmt_decode_begin(s, 1, &hyp, 1, plen + max_len, err, sizeof err))
         goto done;
     int32_t tok = c->decoder_start_id;
     dmt_decode_step(s, &tok, lp);
@@ -240,6 +240,45 @@ static void greedy_test(const dmt_model *m, dmt_state *s) {
     clear_all(out, b.n);
     free(out);
     batch_free(&b);
+}
+
+/* The decoder fan-out beam search relies on: one row per source for the prefix steps,
+ * then dmt_decode_reorder growing to 3 rows each (parents repeated), must give the
+ * log-probs of running 3 identical rows per source from the start. */
+static void fan_out_test(const dmt_model *m, dmt_state *s) {
+    enum { N = 2, K = 3, STEPS = 4 };
+    const dmt_config *c = &m->cfg;
+    int V = c->vocab_size, lo = 4 + c->n_languages;
+    int32_t src0[] = {lo, lo + 5, lo + 9, c->eos_id}, src1[] = {lo + 2, lo + 7, c->eos_id};
+    const int32_t *srcs[N] = {src0, src1};
+    int lens[N] = {4, 3}, narrow_src[N] = {0, 1}, wide_src[N * K] = {0, 0, 0, 1, 1, 1};
+    int parent[N * K] = {0, 0, 0, 1, 1, 1};
+    float *lp_narrow = malloc((size_t)N * K * V * sizeof(float)), *lp_wide = malloc((size_t)N * K * V * sizeof(float));
+    int32_t tok[STEPS][N * K];
+    for (int t = 0; t < STEPS; t++)
+        for (int r = 0; r < N * K; r++) tok[t][r] = t == 0 ? c->decoder_start_id : t == 1 ? lo + r / K : lo + 11 * t + r;
+    char err[256];
+    int ok = lp_narrow && lp_wide && dmt_encode(s, N, srcs, lens, err, sizeof err) == 0 &&
+             dmt_decode_begin(s, N, narrow_src, N * K, STEPS, err, sizeof err) == 0;
+    int32_t first[N];
+    for (int t = 0; ok && t < 2; t++) { /* the prefix, one row per source */
+        for (int i = 0; i < N; i++) first[i] = tok[t][i * K];
+        ok = dmt_decode_step(s, first, lp_narrow) == 0;
+    }
+    if (ok) dmt_decode_reorder(s, N * K, parent);
+    for (int t = 2; ok && t < STEPS; t++) ok = dmt_decode_step(s, tok[t], lp_narrow) == 0;
+    ok = ok && dmt_decode_hyps(s) == N * K && dmt_encode(s, N, srcs, lens, err, sizeof err) == 0 &&
+         dmt_decode_begin(s, N * K, wide_src, N * K, STEPS, err, sizeof err) == 0;
+    for (int t = 0; ok && t < STEPS; t++) ok = dmt_decode_step(s, tok[t], lp_wide) == 0;
+    double worst = 0;
+    for (size_t i = 0; ok && i < (size_t)N * K * V; i++) {
+        double e = fabs((double)lp_narrow[i] - lp_wide[i]);
+        if (!(e <= worst)) worst = e; /* NaN shows up as a failure too */
+    }
+    CHECK(ok && worst <= 1e-5, "decoder fan-out: 1 row per source, reorder to 3 = 3 rows from the start",
+          "%s; largest log-prob difference %.3g", ok ? "ran" : err, worst);
+    free(lp_narrow);
+    free(lp_wide);
 }
 
 /* A sentence alone vs inside a batch of 32: the agreement rate over many. */
@@ -493,6 +532,7 @@ int main(void) {
     if (CHECK(m, "property-test model loads", "%s", err)) {
         dmt_state *s = dmt_state_new(m);
         greedy_test(m, s);
+        fan_out_test(m, s);
         property_tests(m, s);
         single_vs_batch_test(m, s);
         dmt_state_free(s);

@@ -93,6 +93,36 @@ static int same(float got, double ref) {
     return memcmp(&got, &r, sizeof r) == 0;
 }
 
+/* The loader's bulk conversions: all 65536 patterns, little-endian bytes at an even
+ * and an odd address, lengths that end mid-vector, and nothing written past n. */
+static void widening_bulk(void) {
+    enum { N = 65536, GUARD = 8 };
+    unsigned char *bytes = malloc(2 * N + 1);
+    float *out = malloc((N + GUARD) * sizeof *out);
+    if (!CHECK(bytes && out, "bulk widening: buffers")) { free(bytes); free(out); return; }
+    static const struct { int offset; size_t n; } runs[] = {{0, N}, {1, N}, {1, N - 5}, {0, 3}, {1, 0}};
+    char what[160];
+    for (int fmt = 0; fmt < 2; fmt++)
+        for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+            unsigned char *src = bytes + runs[r].offset;
+            for (uint32_t h = 0; h < N; h++) src[2 * h] = (unsigned char)(h & 0xff), src[2 * h + 1] = (unsigned char)(h >> 8);
+            for (int g = 0; g < N + GUARD; g++) out[g] = 12345.0f;
+            if (fmt == 0) dmt_f16_to_f32_n(out, src, runs[r].n);
+            else dmt_bf16_to_f32_n(out, src, runs[r].n);
+            long bad = -1;
+            for (size_t h = 0; h < runs[r].n && bad < 0; h++)
+                if (!same(out[h], fmt == 0 ? ref_half((uint16_t)h, 5, 10) : ref_half((uint16_t)h, 8, 7))) bad = (long)h;
+            int guard_ok = 1;
+            for (size_t g = runs[r].n; g < runs[r].n + GUARD; g++) guard_ok &= out[g] == 12345.0f;
+            snprintf(what, sizeof what, "%s bulk widening: %zu values from %s address exact, nothing past the end",
+                     fmt == 0 ? "F16" : "BF16", runs[r].n, runs[r].offset ? "an odd" : "an even");
+            CHECK(bad < 0 && guard_ok, what, "first mismatch 0x%04lx (-1: none), got %.9g; past the end %s", bad,
+                  bad >= 0 ? (double)out[bad] : 0.0, guard_ok ? "untouched" : "written");
+        }
+    free(bytes);
+    free(out);
+}
+
 static void widening(void) {
     static const struct { uint16_t bits; float value; const char *what; } f16[] = {
         {0x3c00, 1.0f, "1"}, {0xc000, -2.0f, "-2"}, {0x3555, 0.333251953125f, "0.33325"},
@@ -131,6 +161,7 @@ static void widening(void) {
     }
     CHECK(bad16 < 0, "F16 -> F32 exact for all 65536 patterns", "first mismatch 0x%04x", bad16);
     CHECK(badbf < 0, "BF16 -> F32 exact for all 65536 patterns", "first mismatch 0x%04x", badbf);
+    widening_bulk();
 }
 
 /* ---- failure injection ------------------------------------------------------------- */

@@ -77,7 +77,7 @@ static void run_case(const char *dir, const char *name) {
         free(enc);
 
         float *lp = calloc((size_t)B * V, sizeof *lp), *all = calloc((size_t)B * T * V, sizeof *all);
-        ok = dmt_decode_begin(s, B, hyp_src, T, err, sizeof err) == 0;
+        ok = dmt_decode_begin(s, B, hyp_src, B, T, err, sizeof err) == 0;
         for (int t = 0; ok && t < T; t++) {
             for (int b = 0; b < B; b++) tok[b] = (int32_t)json_integer_value(json_array_get(json_array_get(prev, b), t));
             ok = dmt_decode_step(s, tok, lp) == 0;
