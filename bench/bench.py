@@ -48,6 +48,13 @@ def pick_model(a, out):
                        "so every sentence costs its maximum number of decoder steps")
 
 
+def blas_kernels(cfg):
+    """The OpenBLAS kernel family deepmt runs in this environment (`deepmt --version`)."""
+    r = common.run([os.path.join(cfg["build"], "deepmt"), "--version"], check=False)
+    out = r["out"].strip()
+    return out[out.find("(OpenBLAS ") + 10:out.rfind(" kernels)")] if "(OpenBLAS " in out else "unknown"
+
+
 def profile(cfg, out):
     """perf profiles of bench_beam: the engine model at batch 32 and 1, the 1,000-layer model."""
     if not shutil.which("perf"):
@@ -141,7 +148,9 @@ def main():
             f"({info.get('Flags', '')}), {info['mem_gib']} GiB; load average {' '.join(info['loadavg_start'])} at "
             f"the start, {' '.join(info['loadavg_end'])} at the end (the machine is shared: compare ratios, "
             f"not absolute times). gcc {info.get('gcc')}, OpenBLAS {info.get('openblas')} (pthread; PyTorch "
-            f"uses the same library), PyTorch {info.get('torch')}.", "",
+            f"uses the same library), PyTorch {info.get('torch')}. BLAS kernels: {blas_kernels(cfg)} for every "
+            f"process (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS detects the CPU)')}; "
+            f"both engines inherit it).", "",
             "Threads: `deepmt translate --threads N` and `bench_beam --threads N` run N workers with one "
             "BLAS thread each (deepmt's default); `deepmt-1worker` is `--threads N --workers 1` (N BLAS "
             "threads in one search). PyTorch (tools/bench_torch.py) gets torch.set_num_threads(N), "

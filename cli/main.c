@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "model/blas_kernels.h"
 
 static const struct {
     const char *name;
@@ -27,7 +28,7 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("deepmt %s\n", DEEPMT_VERSION);
+        printf("deepmt %s (OpenBLAS %s kernels)\n", DEEPMT_VERSION, dmt_blas_corename());
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

@@ -11,6 +11,7 @@
  * could not be relied on.
  */
 #include "server/internal.h"
+#include "model/blas_kernels.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -175,10 +176,10 @@ int dmt_server_run(const dmt_server_config *cfg) {
         goto out;
     }
     dmt_server_log(cfg, "listening on http://%s%s%s:%d (model %s loading; %d worker%s, %d BLAS thread%s each, "
-                        "batches of up to %d sentences)",
+                        "%s BLAS kernels, batches of up to %d sentences)",
                    strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", dmt_http_port(&srv),
                    cfg->model_dir, cfg->workers, cfg->workers == 1 ? "" : "s", cfg->threads,
-                   cfg->threads == 1 ? "" : "s", cfg->max_batch_sentences);
+                   cfg->threads == 1 ? "" : "s", dmt_blas_corename(), cfg->max_batch_sentences);
     load_state ls = {.srv = &srv};
     if (dmt_scheduler_load_async(srv.sched, cfg->model_dir, on_loaded, &ls)) {
         fprintf(stderr, "deepmt serve: cannot start the loader thread\n");
