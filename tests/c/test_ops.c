@@ -14,6 +14,8 @@
 #include "model/ops.h"
 #include "tests/c/check.h"
 
+void openblas_set_num_threads(int num_threads); /* OpenBLAS */
+
 #define TOL 1e-5
 #define PAD 12345.0f /* sentinel in the padding of strided outputs */
 
@@ -255,6 +257,20 @@ int main(void) {
     check_matmul(5, 11, 9, 1, 16, 12);
     check_matmul(5, 11, 9, 0, 19, 10);
     check_matmul(1, 31, 7, 1, 40, 21);
+
+    /* 1-4 rows with one BLAS thread take the few-row kernel (ops.c): every row count,
+     * widths with and without a tail past the last 8 columns, odd and even outputs
+     * (the kernel does two outputs at a time), strided views; then the same shapes
+     * with two BLAS threads, which take sgemm. */
+    for (int threads = 1; threads <= 2; threads++) {
+        openblas_set_num_threads(threads);
+        for (int n = 1; n <= 5; n++) {
+            check_matmul(n, 256, 37, 1, 256, 37);
+            check_matmul(n, 19, 8, n & 1, 19, 8);
+            check_matmul(n, 7, 3, 1, 9, 5);
+            check_matmul(n, 264, 1, 0, 270, 3);
+        }
+    }
 
     check_norm(5, 7, 0, 1.0f, 0.0f);
     check_norm(3, 64, 0, 1.0f, 0.0f);
