@@ -1,0 +1,44 @@
+#!/bin/sh
+# test_serve_defaults.sh — how `deepmt serve` splits the cores into workers and BLAS
+# threads (server/config.c), read from its start-up line. TAP.
+#   no flags          -> min(cores, 4) workers, 1 BLAS thread each
+#   --threads N       -> 1 worker, N BLAS threads (the flag's old meaning)
+#   --workers W       -> W workers, cores / W BLAS threads each (at least 1)
+#   both              -> as given; DEEPMT_* variables count as flags
+# DEEPMT_BIN picks the binary (default build/deepmt).
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${DEEPMT_BIN:-build/deepmt}
+MODEL=tests/fixtures/tiny-model
+n=0; failed=0
+ok() {  # ok CONDITION_STATUS "what" [diagnostic]
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then echo "ok $n - $2"
+    else echo "not ok $n - $2"; failed=$((failed + 1)); [ -n "${3:-}" ] && printf '#   %s\n' "$3"; fi
+}
+if [ ! -x "$BIN" ]; then echo "ok 1 - # SKIP $BIN not built"; exit 0; fi
+log=$(mktemp); trap 'rm -f "$log"' EXIT
+cores=$(getconf _NPROCESSORS_ONLN)
+
+# start_line [env VAR=...] -- serve flags: prints "W T" from the start-up line
+split() {
+    "$@" "$BIN" serve --model "$MODEL" --port 0 >"$log" 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 50 ] && ! grep -q 'listening on' "$log"; do sleep 0.1; i=$((i + 1)); done
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    sed -n 's/.*loading; \([0-9]*\) workers\{0,1\}, \([0-9]*\) BLAS threads\{0,1\} each.*/\1 \2/p' "$log" | head -n1
+}
+min4=$((cores < 4 ? cores : 4))
+per=$((cores / 2 > 0 ? cores / 2 : 1))
+
+got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS)
+[ "$got" = "$min4 1" ]; ok $? "no flags: $min4 workers x 1 BLAS thread ($cores cores)" "got '$got': $(head -c 300 "$log")"
+got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_THREADS=3)
+[ "$got" = "1 3" ]; ok $? "DEEPMT_THREADS=3 alone: 1 worker x 3 BLAS threads" "got '$got'"
+got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_WORKERS=2)
+[ "$got" = "2 $per" ]; ok $? "DEEPMT_WORKERS=2 alone: 2 workers x $per BLAS threads" "got '$got'"
+got=$(split env DEEPMT_WORKERS=3 DEEPMT_THREADS=1)
+[ "$got" = "3 1" ]; ok $? "both given: 3 workers x 1 BLAS thread" "got '$got'"
+echo "1..$n"
+[ "$failed" = 0 ]
