@@ -241,9 +241,9 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
     }
     /* Several one-thread workers beat one many-thread worker here: a decoder step's
      * small matrix products scale poorly across BLAS threads, and with one BLAS thread
-     * the few-row kernels apply (ops.c). Measured on 2 cores, default model: 1 client
-     * 42.7 vs 25.1 sentences/s, 64 clients 117.7 vs 90.0 (2 workers x 1 thread vs
-     * 1 x 2). At most 4 by default: each worker holds its own buffers (~45 MiB at
+     * the few-row kernels apply (ops.c). Measured on 2 cores, default model, medians
+     * of 3 interleaved rounds: 1 client 34.3 vs 20.4 sentences/s, 64 clients 111.2 vs
+     * 86.9 (2 workers x 1 thread vs 1 x 2). At most 4 by default: each worker holds its own buffers (~45 MiB at
      * full batches with the default model). Given --threads alone keeps its old
      * meaning: one worker with that many BLAS threads. */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
