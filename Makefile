@@ -107,10 +107,12 @@ bench-bin: $(BENCH_BIN)
 # make train    (progress: tail -f $(RUN)/train.log)
 #               SentencePiece + multilingual training (en, de, fr, cs; 12 directions)
 #               for TRAIN_BUDGET (hours, or an end time HH:MM UTC), then export the
-#               best checkpoint to $(MODEL). Resume an interrupted run with
+#               best checkpoint to $(TRAIN_OUT) (not over models/default: compare first
+#               with `make eval MODEL=$(TRAIN_OUT)`). Resume an interrupted run with
 #               `make train TRAIN_ARGS=--resume`. Needs python3-torch, python3-sentencepiece.
 DATA         ?= ../shared/data/multi30k
 RUN          ?= runs/main
+TRAIN_OUT    ?= $(RUN)/model
 TRAIN_BUDGET ?= 2.5
 TRAIN_ARGS   ?=
 .PHONY: train
@@ -119,7 +121,8 @@ train: deps-train
 	test -f runs/spm/spm.model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --out runs/spm/spm
 	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --spm runs/spm/spm.model --run $(RUN) \
 	  --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
-	$(PYTHON) tools/train.py export --run $(RUN) --out $(MODEL)
+	$(PYTHON) tools/train.py export --run $(RUN) --out $(TRAIN_OUT)
+	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)' and, if better, copy it over models/default"
 
 # ---- containers: build docker/Dockerfile with podman (installed when missing), run it,
 # then 2 replicas behind nginx (docker/compose.yaml); TAP output. Takes minutes, needs
