@@ -86,10 +86,11 @@ __attribute__((target("avx2,fma"))) static void matmul_few_rows(float *y, int ld
         /* the next pair of weight rows, a cache line per 16 floats: streaming W from
          * L3/DRAM is what bounds this loop once W is not cache-resident */
         const float *next = w + (size_t)(j + 2 < out ? j + 2 : j) * in;
+        const float *next1 = j + 3 < out ? next + in : next; /* stay inside W */
         for (int t = 0; t < vec_end; t += 8) {
             if (!(t & 15)) {
                 _mm_prefetch((const char *)(next + t), _MM_HINT_T0);
-                _mm_prefetch((const char *)(next + in + t), _MM_HINT_T0);
+                _mm_prefetch((const char *)(next1 + t), _MM_HINT_T0);
             }
             __m256 v0 = _mm256_loadu_ps(w0 + t), v1 = _mm256_loadu_ps(w1 + t);
             for (int i = 0; i < SMALL_ROWS; i++) { /* unrolled; rows >= n are skipped */
