@@ -5,13 +5,8 @@
 set -u
 cd "$(dirname "$0")/../.."
 BIN=${DEEPMT_BIN:-build/deepmt}
-n=0; failed=0
-ok() {  # ok CONDITION_STATUS "what" [diagnostic]
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then echo "ok $n - $2"
-    else echo "not ok $n - $2"; failed=$((failed + 1)); [ -n "${3:-}" ] && printf '#   %s\n' "$3"; fi
-}
-if [ ! -x "$BIN" ]; then echo "ok 1 - # SKIP $BIN not built"; exit 0; fi
+. tests/sh/tap.sh
+skip_unless_built "$BIN"
 
 kernels() { "$@" "$BIN" --version | sed -n 's/^deepmt [^ ]* (OpenBLAS \(.*\) kernels)$/\1/p'; }
 
@@ -21,5 +16,4 @@ forced=$(kernels env OPENBLAS_CORETYPE=Sandybridge)
 [ "$forced" = Sandybridge ]; ok $? "OPENBLAS_CORETYPE=Sandybridge: --version says Sandybridge kernels" "got '$forced'"
 native=$(kernels env -u OPENBLAS_CORETYPE)
 [ -n "$native" ] && [ "$native" != unknown ]; ok $? "unset: OpenBLAS's own choice is named ($native)" "got '$native'"
-echo "1..$n"
-[ "$failed" = 0 ]
+tap_done

@@ -6,20 +6,12 @@ set -u
 cd "$(dirname "$0")/../.."
 BIN=${DEEPMT_BIN:-build/deepmt}
 FIX=${DEEPMT_FIXTURES:-tests/fixtures}
-n=0; failed=0
+. tests/sh/tap.sh
 out=$(mktemp); errf=$(mktemp); trap 'rm -f "$out" "$errf"' EXIT
 
-ok() {  # ok CONDITION_STATUS "what" [diagnostic]
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then echo "ok $n - $2"
-    else echo "not ok $n - $2"; failed=$((failed + 1)); [ -n "${3:-}" ] && printf '#   %s\n' "$3"; fi
-}
 has() { grep -q -- "$1" "$2"; echo $?; }   # has PATTERN FILE -> 0 when found
 
-if [ ! -x "$BIN" ]; then
-    echo "ok 1 - # SKIP $BIN not built"
-    exit 0
-fi
+skip_unless_built "$BIN"
 
 # A good model: the golden deepnorm-6x6 fixture (F32, 6 + 6 layers, 130304 parameters).
 "$BIN" inspect "$FIX/golden/deepnorm-6x6" >"$out" 2>"$errf"; rc=$?
@@ -61,5 +53,4 @@ done
 "$BIN" inspect >"$out" 2>"$errf"; rc=$?
 ok "$([ "$rc" = 2 ] && grep -q '^usage: deepmt inspect' "$errf"; echo $?)" "no argument: usage and exit 2" "exit $rc"
 
-echo "# $n checks, $failed failed"
-[ "$failed" = 0 ]
+tap_done

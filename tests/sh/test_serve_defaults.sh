@@ -10,13 +10,8 @@ set -u
 cd "$(dirname "$0")/../.."
 BIN=${DEEPMT_BIN:-build/deepmt}
 MODEL=tests/fixtures/tiny-model
-n=0; failed=0
-ok() {  # ok CONDITION_STATUS "what" [diagnostic]
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then echo "ok $n - $2"
-    else echo "not ok $n - $2"; failed=$((failed + 1)); [ -n "${3:-}" ] && printf '#   %s\n' "$3"; fi
-}
-if [ ! -x "$BIN" ]; then echo "ok 1 - # SKIP $BIN not built"; exit 0; fi
+. tests/sh/tap.sh
+skip_unless_built "$BIN"
 log=$(mktemp); trap 'rm -f "$log"' EXIT
 cores=$(getconf _NPROCESSORS_ONLN)
 
@@ -40,5 +35,4 @@ got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_WORKERS=2)
 [ "$got" = "2 $per" ]; ok $? "DEEPMT_WORKERS=2 alone: 2 workers x $per BLAS threads" "got '$got'"
 got=$(split env DEEPMT_WORKERS=3 DEEPMT_THREADS=1)
 [ "$got" = "3 1" ]; ok $? "both given: 3 workers x 1 BLAS thread" "got '$got'"
-echo "1..$n"
-[ "$failed" = 0 ]
+tap_done

@@ -9,19 +9,14 @@ cd "$(dirname "$0")/../.."
 BIN=${DEEPMT_BIN:-build/deepmt}
 FIX=${DEEPMT_FIXTURES:-tests/fixtures}
 MODEL=$FIX/tiny-model
-n=0; failed=0
+. tests/sh/tap.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 out=$tmp/out; errf=$tmp/err
 
-ok() {  # ok STATUS "what" [diagnostic]
-    n=$((n + 1))
-    if [ "$1" = 0 ]; then echo "ok $n - $2"
-    else echo "not ok $n - $2"; failed=$((failed + 1)); [ -n "${3:-}" ] && printf '#   %s\n' "$3"; fi
-}
 t() { "$BIN" translate "$@" >"$out" 2>"$errf"; rc=$?; }   # sets rc
 lines() { wc -l <"$1" | tr -d ' '; }
 
-if [ ! -x "$BIN" ]; then echo "ok 1 - # SKIP $BIN not built"; exit 0; fi
+skip_unless_built "$BIN"
 
 # --help and usage errors
 t --help
@@ -108,5 +103,4 @@ echo "hello" >"$tmp/one.txt"
 t -m "$MODEL" --target de -i "$tmp/one.txt" -o "$tmp/no-such-dir/out.txt"
 ok "$([ "$rc" = 1 ] && grep -q 'no-such-dir/out.txt' "$errf"; echo $?)" "an unwritable --output: exit 1, named" "exit $rc: $(cat "$errf")"
 
-echo "# $n checks, $failed failed"
-[ "$failed" = 0 ]
+tap_done
