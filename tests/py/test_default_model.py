@@ -24,15 +24,12 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
+from testutil import repo_path  # noqa: E402
 
 LINES = 200
 # direction -> floor (BLEU on the first LINES lines). Measured for the shipped model
 # (step 11125): en-de 38.3, en-fr 57.2, de-en 43.0, fr-en 49.9, cs-en 40.2, en-cs 32.8.
 FLOORS = {"en-de": 32, "en-fr": 51, "de-en": 37, "fr-en": 44, "cs-en": 34, "en-cs": 26}
-
-
-def repo_path(p):
-    return p if os.path.isabs(p) else os.path.join(REPO, p)
 
 
 def read(data, lang):

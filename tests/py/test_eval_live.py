@@ -9,7 +9,6 @@ DEEPMT_SHARED (default ../shared), DEEPMT_EVAL_DIRECTIONS (default en-de,en-fr).
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,22 +21,11 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
+from testutil import free_port, repo_path  # noqa: E402
 
 EVALUATE = os.path.join(REPO, "scripts", "evaluate.py")
 READY_TIMEOUT = 60.0
 SENTENCES = 20
-
-
-def repo_path(p):
-    return p if os.path.isabs(p) else os.path.join(REPO, p)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def tail(path, n=2000):

@@ -7,7 +7,6 @@ import gzip
 import json
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +20,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "scripts"))
 
 import tap  # noqa: E402
+from testutil import free_port  # noqa: E402
 import bleu  # noqa: E402
 
 EVALUATE = os.path.join(REPO, "scripts", "evaluate.py")
@@ -135,14 +135,6 @@ def corpus(n, seed):
         ref.append(r)
         hyp.append(h)
     return src, ref, hyp
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def no_traceback(p):

@@ -29,6 +29,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
+from testutil import free_port  # noqa: E402
 
 BIN = os.environ.get("DEEPMT_BIN", "build/deepmt")
 if not os.path.isabs(BIN):
@@ -48,12 +49,6 @@ TEXTS = {
            "Děti běží po pláži."],
 }
 LANGS = list(TEXTS)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 SANITIZER_REPORTS = []  # (server log, excerpt) for every sanitizer report seen
