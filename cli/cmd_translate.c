@@ -53,6 +53,8 @@ static void usage(FILE *f) {
             "      --threads N          CPU threads in all (default: the number of cores)\n"
             "      --workers W          decoding threads, each taking whole batches (default: --threads);\n"
             "                           each gets threads/W BLAS threads (so by default one)\n"
+            "      --precision P        f32 (default) or bf16: bfloat16 matrix products, about 2x faster\n"
+            "                           on CPUs with AVX-512 BF16; translations differ slightly\n"
             "  -q, --quiet              no progress or summary on stderr\n"
             "      --progress           progress and summary on stderr also when reading stdin\n"
             "  -h, --help               this help\n"
@@ -264,13 +266,14 @@ static void list_languages(const dmt_config *c) {
 typedef struct {
     const char *model, *target, *input, *output;
     int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
+    int precision; /* dmt_precision */
     float length_penalty, max_len_a;
     int set_lp, set_a, set_b, set_min, set_ngram;
 } args;
 
 /* 0, 1 for --help, -1 for a usage error (message printed). */
 static int parse_args(int argc, char **argv, args *a) {
-    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS };
+    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS, O_PRECISION };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
@@ -280,7 +283,7 @@ static int parse_args(int argc, char **argv, args *a) {
         {"min-len", required_argument, 0, O_MIN}, {"no-repeat-ngram", required_argument, 0, O_NGRAM},
         {"batch-size", required_argument, 0, O_BATCH}, {"threads", required_argument, 0, O_THREADS},
         {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
-        {"progress", no_argument, 0, O_PROGRESS}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     *a = (args){.nbest = 1, .batch_size = 32};
     int c, li = -1;
     optind = 1;
@@ -305,6 +308,10 @@ static int parse_args(int argc, char **argv, args *a) {
         case O_WORKERS: bad = parse_int(optarg, 1, 1024, &a->workers); break;
         case 'q': a->quiet = 1; break;
         case O_PROGRESS: a->show_progress = 1; break;
+        case O_PRECISION:
+            bad = strcmp(optarg, "f32") && strcmp(optarg, "bf16");
+            a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16 : DMT_PRECISION_F32;
+            break;
         case 'h': return 1;
         case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -1;
         default: fprintf(stderr, "deepmt translate: unknown option '%s'\n", argv[optind - 1]); return -1;
@@ -360,7 +367,7 @@ int cmd_translate(int argc, char **argv) {
         fprintf(stderr, "deepmt translate: model directory '%s' not found\n", a.model);
         return 1;
     }
-    dmt_model *m = dmt_model_load(a.model, (dmt_load_options){0}, err, sizeof err);
+    dmt_model *m = dmt_model_load(a.model, (dmt_load_options){.precision = (dmt_precision)a.precision}, err, sizeof err);
     if (!m) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
     int rc = 1, n = 0, bad = 0;
     line *lines = NULL;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/gemm.h"
 #include "model/ops.h"
 
 /* A float buffer that only grows; its size is checked before each batch. */
@@ -84,10 +85,11 @@ static void embed(const dmt_model *m, const dmt_stack_weights *st, float *x, con
     const dmt_config *c = &m->cfg;
     int d = c->d_model;
     for (int i = 0; i < n; i++) {
-        const float *e = st->embed_tokens + (size_t)tok[i] * d;
         const float *p = st->positions + (size_t)(pos0 + i * pos_stride + c->position_offset) * d;
         float *r = x + (size_t)i * d;
-        for (int j = 0; j < d; j++) r[j] = c->embed_scale * e[j] + p[j];
+        if (st->embed_tokens) memcpy(r, st->embed_tokens + (size_t)tok[i] * d, (size_t)d * sizeof(float));
+        else dmt_linear_row(&m->output_projection, tok[i], r); /* tied table, stored packed */
+        for (int j = 0; j < d; j++) r[j] = c->embed_scale * r[j] + p[j];
     }
     if (st->layernorm_embedding.weight) dmt_layer_norm(x, n, d, &st->layernorm_embedding, c->layer_norm_eps);
 }
@@ -281,7 +283,7 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
 int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
     const dmt_model *m = s->m;
     const dmt_config *c = &m->cfg;
-    int H = s->n_hyps, d = c->d_model;
+    int H = s->n_hyps;
     if (s->step >= s->step_cap) return -1;
     for (int h = 0; h < H; h++)
         if (tokens[h] < 0 || tokens[h] >= c->vocab_size) return -1;
@@ -298,8 +300,7 @@ int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         ffn_block(s, x, H, w, alpha);
     }
     final_norm(&m->decoder, x, H, c);
-    dmt_linear out = {m->output_projection, NULL, c->vocab_size, d};
-    dmt_matmul(logprobs, x, H, &out);
+    dmt_matmul(logprobs, x, H, &m->output_projection);
     dmt_log_softmax(logprobs, H, c->vocab_size);
     s->step++;
     return 0;

@@ -13,6 +13,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "model/gemm.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,10 +21,14 @@ typedef struct {
     dmt_model *m;
     const char *path;      /* safetensors path, for messages */
     unsigned char *used;   /* per file tensor: bound yet? */
+    int sizing;            /* 1: first pass, only validates shapes and adds up arena_need */
+    size_t arena_need;     /* bytes the arena needs (sizing pass) */
     int n_f32, n_f16, n_bf16;
     int n_in_place;        /* F32 tensors used straight from the mapping */
-    float *arena;          /* room for every widened or copied tensor (see make_arena) */
-    size_t arena_left;     /* floats */
+    unsigned char *arena;  /* room for every widened, copied or packed tensor (see make_arena) */
+    size_t arena_left;     /* bytes */
+    float *rows;           /* widening buffer for packing: DMT_PANEL rows of the widest layer */
+    size_t rows_cap;       /* floats */
     char *err;
     size_t errlen;
 } loader;
@@ -47,33 +52,30 @@ static void *own(dmt_model *m, size_t bytes) {
     return buf;
 }
 
-/* Tensors in the arena start on a 64-byte boundary (cache line, any SIMD width). */
-#define ARENA_ALIGN_FLOATS 16
+/* Tensors in the arena start on a 64-byte boundary (cache line, any SIMD width: the
+ * packed kernels use aligned loads). */
+#define ARENA_ALIGN 64
 #define HUGE_PAGE ((size_t)2 << 20)
 
-static size_t arena_floats(int64_t numel) {
-    return ((size_t)numel + ARENA_ALIGN_FLOATS - 1) & ~(size_t)(ARENA_ALIGN_FLOATS - 1);
-}
+static size_t arena_round(size_t bytes) { return (bytes + ARENA_ALIGN - 1) & ~(size_t)(ARENA_ALIGN - 1); }
 
-/* One block for all the tensors the loader widens or copies, sized from the header,
- * 2 MiB-aligned and marked for transparent huge pages: filling 40 MB of fresh 4 KiB
- * pages costs one page fault each (10,000 for the default model, most of its load
- * time), 2 MiB pages cost 20; the forward pass also takes fewer TLB misses. The
- * memory is the sum of the tensors plus at most 2 MiB of rounding. 0, or -1 when out
- * of memory. */
+/* Stands for a tensor during the sizing pass; never read. */
+static const float sizing_placeholder[1];
+
+/* One block for all the tensors the loader widens, copies or packs, sized by the
+ * sizing pass, 2 MiB-aligned and marked for transparent huge pages: filling 40 MB of
+ * fresh 4 KiB pages costs one page fault each (10,000 for the default model, most of
+ * its load time), 2 MiB pages cost 20; the forward pass also takes fewer TLB misses.
+ * The memory is the sum of the tensors plus at most 2 MiB of rounding. 0, or -1 when
+ * out of memory. */
 static int make_arena(loader *L) {
-    size_t floats = 0;
-    for (int i = 0; i < dmt_st_count(L->m->file); i++) {
-        const dmt_st_tensor *t = dmt_st_tensor_at(L->m->file, i);
-        if (t->dtype != DMT_DTYPE_F32 || ((uintptr_t)t->data & 3)) floats += arena_floats(t->numel);
-    }
-    if (floats == 0) return 0;
-    size_t bytes = floats * sizeof(float), align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    if (L->arena_need == 0) return 0;
+    size_t bytes = L->arena_need, align = bytes >= HUGE_PAGE ? HUGE_PAGE : ARENA_ALIGN;
     bytes = (bytes + align - 1) & ~(align - 1);
-    float *a = NULL;
+    unsigned char *a = NULL;
     if (m_own_count_ok(L->m) && !dmt_st_fault_hit()) a = aligned_alloc(align, bytes);
     if (!a) {
-        snprintf(L->err, L->errlen, "%s: out of memory for %zu MiB of widened weights", L->path, bytes >> 20);
+        snprintf(L->err, L->errlen, "%s: out of memory for %zu MiB of weights", L->path, bytes >> 20);
         return -1;
     }
     L->m->owned[L->m->n_owned++] = a;
@@ -81,24 +83,24 @@ static int make_arena(loader *L) {
     if (align == HUGE_PAGE) madvise(a, bytes, MADV_HUGEPAGE); /* a hint: 4 KiB pages work too */
 #endif
     L->arena = a;
-    L->arena_left = floats;
+    L->arena_left = bytes;
     return 0;
 }
 
-/* n floats from the arena (each tensor is bound at most once, so it always has room;
+/* bytes from the arena (the sizing pass counted every request, so it always has room;
  * the own() fallback only guards against a miscount). */
-static float *take(loader *L, int64_t numel) {
-    size_t n = arena_floats(numel);
-    if (n > L->arena_left) return own(L->m, (size_t)numel * sizeof(float));
-    float *p = L->arena;
+static void *take(loader *L, size_t bytes) {
+    size_t n = arena_round(bytes);
+    if (n > L->arena_left) return own(L->m, bytes);
+    void *p = L->arena;
     L->arena += n;
     L->arena_left -= n;
     return p;
 }
 
-/* The named tensor as F32 with shape [d0] or [d0, d1] (d1 = 0 for 1-D). NULL + err if
- * absent or mis-shaped. F32 data is used in place when aligned; otherwise widened/copied. */
-static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
+/* The named tensor, checked to have shape [d0] or [d0, d1] (d1 = 0 for 1-D) and
+ * counted as bound (real pass). NULL + err if absent or mis-shaped. */
+static const dmt_st_tensor *find_tensor(loader *L, const char *name, int64_t d0, int64_t d1) {
     const dmt_st_tensor *t = dmt_st_find(L->m->file, name);
     if (!t) {
         snprintf(L->err, L->errlen, "%s: missing tensor \"%s\"", L->path, name);
@@ -115,35 +117,99 @@ static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
                  got, want);
         return NULL;
     }
-    L->used[t - dmt_st_tensor_at(L->m->file, 0)] = 1;
-    L->m->n_params += t->numel;
-    L->m->weight_bytes_file += t->nbytes;
-    L->m->weight_bytes_f32 += (size_t)t->numel * 4;
-    if (t->dtype == DMT_DTYPE_F32) {
-        L->n_f32++;
-        if (((uintptr_t)t->data & 3) == 0) {
-            L->n_in_place++;
-            return t->data;
-        }
-        float *copy = take(L, t->numel);
-        if (!copy) goto oom;
-        memcpy(copy, t->data, t->nbytes);
-        return copy;
+    if (!L->sizing) {
+        L->used[t - dmt_st_tensor_at(L->m->file, 0)] = 1;
+        L->m->n_params += t->numel;
+        L->m->weight_bytes_file += t->nbytes;
+        L->m->weight_bytes_f32 += (size_t)t->numel * 4;
+        if (t->dtype == DMT_DTYPE_F32) L->n_f32++;
+        else if (t->dtype == DMT_DTYPE_F16) L->n_f16++;
+        else L->n_bf16++;
     }
-    float *wide = take(L, t->numel);
-    if (!wide) goto oom;
-    if (t->dtype == DMT_DTYPE_F16) {
-        L->n_f16++;
-        dmt_f16_to_f32_n(wide, t->data, (size_t)t->numel);
-    } else {
-        L->n_bf16++;
-        dmt_bf16_to_f32_n(wide, t->data, (size_t)t->numel);
+    return t;
+}
+
+static int in_place_ok(const dmt_st_tensor *t) {
+    return t->dtype == DMT_DTYPE_F32 && ((uintptr_t)t->data & 3) == 0;
+}
+
+/* Elements [first, first + n) of t as F32 into dst. */
+static void widen(float *dst, const dmt_st_tensor *t, size_t first, size_t n) {
+    if (t->dtype == DMT_DTYPE_F16) dmt_f16_to_f32_n(dst, (const uint16_t *)t->data + first, n);
+    else if (t->dtype == DMT_DTYPE_BF16) dmt_bf16_to_f32_n(dst, (const uint16_t *)t->data + first, n);
+    else memcpy(dst, (const float *)t->data + first, n * sizeof(float));
+}
+
+/* The named tensor as row-major F32 with shape [d0] or [d0, d1]. NULL + err if absent
+ * or mis-shaped. F32 data is used in place when aligned; otherwise widened/copied. */
+static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
+    const dmt_st_tensor *t = find_tensor(L, name, d0, d1);
+    if (!t) return NULL;
+    if (L->sizing) {
+        if (!in_place_ok(t)) L->arena_need += arena_round((size_t)t->numel * sizeof(float));
+        return sizing_placeholder;
+    }
+    L->m->weight_bytes_memory += (size_t)t->numel * sizeof(float);
+    if (in_place_ok(t)) {
+        L->n_in_place++;
+        return t->data;
+    }
+    float *wide = take(L, (size_t)t->numel * sizeof(float));
+    if (!wide) {
+        snprintf(L->err, L->errlen, "%s: out of memory widening \"%s\"", L->path, name);
+        return NULL;
+    }
+    widen(wide, t, 0, (size_t)t->numel);
+    if (t->dtype != DMT_DTYPE_F32) dmt_st_drop_range(t->data, t->nbytes);
+    return wide;
+}
+
+/* The named [out, in] tensor packed for the model's product kernels (gemm.h): widened
+ * DMT_PANEL rows at a time and scattered into panels, so the row-major matrix never
+ * exists in memory beyond one panel; the file's pages are dropped afterwards. */
+static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, int in) {
+    const dmt_st_tensor *t = find_tensor(L, name, out, in);
+    if (!t) return -1;
+    dmt_weight_layout layout = L->m->layout;
+    size_t bytes = dmt_gemm_packed_bytes(layout, out, in);
+    if (layout == DMT_LAYOUT_PACKED_BF16 && in > DMT_GEMM_BF16_MAX_IN) {
+        snprintf(L->err, L->errlen, "%s: \"%s\" has %d inputs; bf16 products support at most %d (use f32)", L->path,
+                 name, in, DMT_GEMM_BF16_MAX_IN);
+        return -1;
+    }
+    if (L->sizing) {
+        L->arena_need += arena_round(bytes);
+        return 0;
+    }
+    size_t need_rows = (size_t)DMT_PANEL * (size_t)in;
+    if (!in_place_ok(t) && need_rows > L->rows_cap) {
+        float *r = dmt_st_fault_hit() ? NULL : realloc(L->rows, need_rows * sizeof(float));
+        if (!r) goto oom;
+        L->rows = r;
+        L->rows_cap = need_rows;
+    }
+    unsigned char *dst = take(L, bytes);
+    if (!dst) goto oom;
+    size_t panel_bytes = bytes / (size_t)((out + DMT_PANEL - 1) / DMT_PANEL);
+    memset(dst + bytes - panel_bytes, 0, panel_bytes); /* the last panel's padding columns */
+    for (int j0 = 0; j0 < out; j0 += DMT_PANEL) {
+        int rows = out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL;
+        const float *src = (const float *)t->data + (size_t)j0 * in;
+        if (!in_place_ok(t)) {
+            widen(L->rows, t, (size_t)j0 * in, (size_t)rows * in);
+            src = L->rows;
+        }
+        dmt_gemm_pack_rows(dst, layout, out, in, j0, rows, src);
     }
     dmt_st_drop_range(t->data, t->nbytes);
-    return wide;
+    L->m->weight_bytes_memory += bytes;
+    lin->weight = NULL;
+    lin->packed = dst;
+    lin->layout = layout;
+    return 0;
 oom:
-    snprintf(L->err, L->errlen, "%s: out of memory widening \"%s\"", L->path, name);
-    return NULL;
+    snprintf(L->err, L->errlen, "%s: out of memory packing \"%s\"", L->path, name);
+    return -1;
 }
 
 /* Tensor names are built from short prefixes ("decoder.layers.499.encoder_attn.q_proj");
@@ -153,7 +219,13 @@ oom:
 static int bind_linear(loader *L, dmt_linear *lin, const char *prefix, int out, int in, int has_bias) {
     char name[NAME_MAX_LEN];
     snprintf(name, sizeof name, "%s.weight", prefix);
-    if (!(lin->weight = bind(L, name, out, in))) return -1;
+    lin->layout = DMT_LAYOUT_ROWS;
+    lin->packed = NULL;
+    if (L->m->layout != DMT_LAYOUT_ROWS) {
+        if (bind_packed(L, lin, name, out, in)) return -1;
+    } else if (!(lin->weight = bind(L, name, out, in))) {
+        return -1;
+    }
     lin->bias = NULL;
     if (has_bias) {
         snprintf(name, sizeof name, "%s.bias", prefix);
@@ -185,8 +257,9 @@ static int bind_attention(loader *L, dmt_attention_weights *a, const char *prefi
 }
 
 /* fairseq's sinusoidal table: row r = [sin(r f_i) | cos(r f_i)], f_i = exp(-i ln(1e4)/(half-1)). */
-static const float *sinusoid_table(dmt_model *m, int rows, int d) {
-    float *t = own(m, (size_t)rows * (size_t)d * sizeof(float));
+static const float *sinusoid_table(loader *L, int rows, int d) {
+    if (L->sizing) return sizing_placeholder;
+    float *t = own(L->m, (size_t)rows * (size_t)d * sizeof(float));
     if (!t) return NULL;
     int half = d / 2;
     double step = log(10000.0) / (half - 1);
@@ -206,14 +279,14 @@ static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_
     char name[NAME_MAX_LEN - 32];
     s->n_layers = n_layers;
     s->alpha = alpha;
-    s->layers = own(L->m, (size_t)n_layers * sizeof *s->layers);
+    if (!s->layers) s->layers = own(L->m, (size_t)n_layers * sizeof *s->layers); /* kept from the sizing pass */
     if (!s->layers) { snprintf(L->err, L->errlen, "out of memory"); return -1; }
     memset(s->layers, 0, (size_t)n_layers * sizeof *s->layers);
     int rows = c->max_positions + c->position_offset;
     if (c->positions == DMT_POS_LEARNED) {
         snprintf(name, sizeof name, "%s.embed_positions.weight", which);
         if (!(s->positions = bind(L, name, rows, d))) return -1;
-    } else if (!(s->positions = sinusoid_table(L->m, rows, d))) {
+    } else if (!(s->positions = sinusoid_table(L, rows, d))) {
         snprintf(L->err, L->errlen, "out of memory");
         return -1;
     }
@@ -248,16 +321,31 @@ static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_
 static int bind_all(loader *L) {
     dmt_model *m = L->m;
     const dmt_config *c = &m->cfg;
-    if (!(m->encoder.embed_tokens = bind(L, "encoder.embed_tokens.weight", c->vocab_size, c->d_model))) return -1;
-    if (c->share_embeddings) m->decoder.embed_tokens = m->encoder.embed_tokens;
-    else if (!(m->decoder.embed_tokens = bind(L, "decoder.embed_tokens.weight", c->vocab_size, c->d_model)))
-        return -1;
-    if (c->tie_output) m->output_projection = m->decoder.embed_tokens;
-    else if (!(m->output_projection = bind(L, "decoder.output_projection.weight", c->vocab_size, c->d_model)))
-        return -1;
+    int v = c->vocab_size, d = c->d_model;
+    dmt_linear *proj = &m->output_projection;
+    *proj = (dmt_linear){.out = v, .in = d, .layout = DMT_LAYOUT_ROWS};
+    if (m->layout != DMT_LAYOUT_ROWS && c->tie_output) {
+        /* the tied table is stored once, packed; embedding rows are read back from it */
+        const char *tied = c->share_embeddings ? "encoder.embed_tokens.weight" : "decoder.embed_tokens.weight";
+        if (bind_packed(L, proj, tied, v, d)) return -1;
+        m->decoder.embed_tokens = NULL;
+        if (c->share_embeddings) m->encoder.embed_tokens = NULL;
+        else if (!(m->encoder.embed_tokens = bind(L, "encoder.embed_tokens.weight", v, d))) return -1;
+    } else {
+        if (!(m->encoder.embed_tokens = bind(L, "encoder.embed_tokens.weight", v, d))) return -1;
+        if (c->share_embeddings) m->decoder.embed_tokens = m->encoder.embed_tokens;
+        else if (!(m->decoder.embed_tokens = bind(L, "decoder.embed_tokens.weight", v, d))) return -1;
+        if (c->tie_output) proj->weight = m->decoder.embed_tokens;
+        else if (m->layout != DMT_LAYOUT_ROWS) {
+            if (bind_packed(L, proj, "decoder.output_projection.weight", v, d)) return -1;
+        } else if (!(proj->weight = bind(L, "decoder.output_projection.weight", v, d))) {
+            return -1;
+        }
+    }
     if (bind_stack(L, &m->encoder, "encoder", c->encoder_layers, c->encoder_alpha, 0) ||
         bind_stack(L, &m->decoder, "decoder", c->decoder_layers, c->decoder_alpha, 1))
         return -1;
+    if (L->sizing) return 0;
     for (int i = 0; i < dmt_st_count(m->file); i++)
         if (!L->used[i]) {
             snprintf(L->err, L->errlen, "%s: unexpected tensor \"%s\" (not implied by config.json%s)", L->path,
@@ -306,9 +394,22 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
     L.used = dmt_st_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
     if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
-    if (make_arena(&L)) { free(L.used); goto fail; }
+    int layout = dmt_gemm_layout(opts.precision);
+    if (layout < 0) {
+        snprintf(err, errlen, "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks (use f32)");
+        free(L.used);
+        goto fail;
+    }
+    m->layout = (dmt_weight_layout)layout;
+    /* two passes over the same bindings: the first checks every shape and sizes the
+     * arena, the second fills it */
+    L.sizing = 1;
     int rc = bind_all(&L);
+    L.sizing = 0;
+    if (!rc) rc = make_arena(&L);
+    if (!rc) rc = bind_all(&L);
     free(L.used);
+    free(L.rows);
     if (rc) goto fail;
     /* F16/BF16 models live in their widened copies: the file's pages would only double
      * the resident memory (6 GiB for a 3.2B model). */

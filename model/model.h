@@ -13,10 +13,22 @@
 
 struct dmt_tokenizer;
 
+/* How a linear layer's weight matrix is stored (model/gemm.h). */
+typedef enum {
+    DMT_LAYOUT_ROWS = 0,     /* row-major [out][in] floats; products through OpenBLAS */
+    DMT_LAYOUT_PACKED_F32,   /* panels of 32 output columns, F32 (AVX-512) */
+    DMT_LAYOUT_PACKED_BF16,  /* panels of 32 output columns, bfloat16 pairs (AVX-512 BF16) */
+} dmt_weight_layout;
+
+/* The arithmetic of the matrix products: F32 (default) or BF16 (opt-in, faster). */
+typedef enum { DMT_PRECISION_F32 = 0, DMT_PRECISION_BF16 } dmt_precision;
+
 typedef struct {
-    const float *weight; /* [out][in] */
+    const float *weight; /* [out][in] when layout == DMT_LAYOUT_ROWS, else NULL */
+    const void *packed;  /* the packed panels otherwise */
     const float *bias;   /* [out], NULL when the layer has none */
     int out, in;
+    dmt_weight_layout layout;
 } dmt_linear;
 
 typedef struct {
@@ -38,7 +50,9 @@ typedef struct {
 } dmt_layer_weights;
 
 typedef struct {
-    const float *embed_tokens;           /* {encoder,decoder}.embed_tokens.weight [vocab, d] */
+    const float *embed_tokens;           /* {encoder,decoder}.embed_tokens.weight [vocab, d]; NULL when
+                                            the table is tied to a packed output projection: rows
+                                            are then read from it (dmt_linear_row) */
     const float *positions;              /* [max_positions + offset, d]: learned or sinusoid table */
     dmt_norm_weights layernorm_embedding;  /* optional (weight NULL when absent) */
     dmt_norm_weights layer_norm;           /* final norm, pre-LN only (weight NULL otherwise) */
@@ -50,20 +64,23 @@ typedef struct {
 typedef struct dmt_model {
     dmt_config cfg;
     dmt_stack_weights encoder, decoder;
-    const float *output_projection;      /* [vocab, d]: decoder.output_projection or tied */
+    dmt_linear output_projection;        /* [vocab, d]: decoder.output_projection or tied, no bias */
+    dmt_weight_layout layout;            /* of every linear layer */
     struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
     /* load bookkeeping */
     struct dmt_safetensors *file;
     void **owned;                        /* widened copies and tables, freed with the model */
     int n_owned, cap_owned;
     size_t weight_bytes_file;            /* bytes of tensor data in the file */
-    size_t weight_bytes_f32;             /* bytes as F32 in memory */
+    size_t weight_bytes_f32;             /* bytes the weights would take as F32 */
+    size_t weight_bytes_memory;          /* bytes they take as loaded (BF16 packing halves the products') */
     long long n_params;
     char dtype_summary[32];              /* "F16", "F32", "mixed" */
 } dmt_model;
 
 typedef struct {
     int ids_only; /* 1: no sentencepiece.model needed (token-id use: tests, scoring) */
+    dmt_precision precision; /* of the matrix products; BF16 needs AVX-512 BF16 */
 } dmt_load_options;
 
 /* Loads MODEL_DIR/{config.json, model.safetensors, sentencepiece.model}, validating

@@ -1,6 +1,8 @@
 /* ops.c — kernels of the forward pass (see ops.h). */
 #include "model/ops.h"
 
+#include "model/gemm.h"
+
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
@@ -122,6 +124,10 @@ static int few_rows_path(int n) { return (void)n, 0; }
 #endif
 
 void dmt_matmul_strided(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin) {
+    if (lin->layout != DMT_LAYOUT_ROWS) {
+        dmt_gemm_packed(y, ldy, x, ldx, n, lin, openblas_get_num_threads());
+        return;
+    }
     if (few_rows_path(n)) {
         matmul_few_rows(y, ldy, x, ldx, n, lin);
         return;

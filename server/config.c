@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_LOG, OPT_KEYS } opt_kind;
+typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_LOG, OPT_KEYS, OPT_PRECISION } opt_kind;
 
 typedef struct {
     const char *flag;   /* without the leading -- */
@@ -31,6 +31,8 @@ static const option options[] = {
     {"workers", OPT_INT, F(workers), 0, 0, 64, "N",
      "model workers, each with its own buffers (0: 1 when --threads is given, else min(cores, 4) "
      "with one BLAS thread each) [0]"},
+    {"precision", OPT_PRECISION, F(precision), 0, 0, 0, "f32|bf16",
+     "matrix-product arithmetic: bf16 is faster, needs AVX-512 BF16, translations differ slightly [f32]"},
     {"http-threads", OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]"},
     {"max-batch-sentences", OPT_INT, F(max_batch_sentences), 0, 1, 4096, "N",
      "sentences in one batch; 1 turns dynamic batching off [32]"},
@@ -194,6 +196,13 @@ static int set_option(dmt_server_config *c, const option *o, const char *v, cons
             return -1;
         }
         c->log_json = !strcmp(v, "json");
+        return 0;
+    case OPT_PRECISION:
+        if (strcmp(v, "f32") && strcmp(v, "bf16")) {
+            snprintf(err, errlen, "%s: expected f32 or bf16, got '%s'", src, v);
+            return -1;
+        }
+        c->precision = !strcmp(v, "bf16");
         return 0;
     case OPT_KEYS:
         return load_keys(c, v, !from_env, err, errlen);

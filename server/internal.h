@@ -71,6 +71,7 @@ typedef struct {
     int workers, blas_threads;
     int max_batch_sentences, max_batch_tokens, max_wait_ms;
     int max_queue;             /* sentences */
+    int precision;             /* dmt_precision of the model's products */
 } dmt_scheduler_options;
 
 typedef struct dmt_scheduler dmt_scheduler;

@@ -302,7 +302,8 @@ static void *loader_main(void *arg) {
     char err[512] = "";
     double t0 = dmt_now();
     if (s->o.blas_threads > 0) openblas_set_num_threads(s->o.blas_threads);
-    s->model = dmt_model_load(s->model_dir, (dmt_load_options){0}, err, sizeof err);
+    s->model = dmt_model_load(s->model_dir, (dmt_load_options){.precision = (dmt_precision)s->o.precision}, err,
+                              sizeof err);
     if (!s->model) {
         s->on_loaded(s->on_loaded_arg, err[0] ? err : "model load failed");
         return NULL;

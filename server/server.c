@@ -12,6 +12,7 @@
  */
 #include "server/internal.h"
 #include "model/blas_kernels.h"
+#include "model/gemm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -165,7 +166,8 @@ int dmt_server_run(const dmt_server_config *cfg) {
     srv.started = dmt_now();
     srv.metrics = dmt_metrics_new();
     srv.sched = dmt_scheduler_new((dmt_scheduler_options){cfg->workers, cfg->threads, cfg->max_batch_sentences,
-                                                          cfg->max_batch_tokens, cfg->max_wait_ms, cfg->max_queue},
+                                                          cfg->max_batch_tokens, cfg->max_wait_ms, cfg->max_queue,
+                                                          cfg->precision},
                                   srv.metrics);
     if (!srv.metrics || !srv.sched) {
         fprintf(stderr, "deepmt serve: out of memory\n");
@@ -189,7 +191,9 @@ int dmt_server_run(const dmt_server_config *cfg) {
     for (;;) {
         char ev = wait_event(-1);
         if (ev == 'L') {
-            dmt_server_log(cfg, "model loaded in %.2f s; ready", dmt_scheduler_load_seconds(srv.sched));
+            const dmt_model *m = dmt_scheduler_model(srv.sched);
+            dmt_server_log(cfg, "model loaded in %.2f s (%s products); ready", dmt_scheduler_load_seconds(srv.sched),
+                           dmt_gemm_name(m->layout));
         } else if (ev == 'F') {
             status = 1;
             break;

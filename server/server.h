@@ -18,6 +18,7 @@ typedef struct {
     int port;                /* --port */
     int threads;             /* --threads: BLAS threads per worker; 0 = cores / workers */
     int workers;             /* --workers: model workers, each with its own state */
+    int precision;           /* --precision: 0 f32, 1 bf16 (a dmt_precision) */
     int http_threads;        /* --http-threads: libmicrohttpd thread pool */
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
     int max_batch_tokens;    /* --max-batch-tokens: padded source tokens in one batch */

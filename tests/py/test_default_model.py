@@ -7,7 +7,11 @@ scripts/bleu.py (sacreBLEU-exact). Each floor sits ~6 BLEU under what the shippe
 model scores on those lines, so a retrained model that is worse, a decoding
 regression, or a tokenizer mismatch fails here while noise does not. Also checks
 that the model reads its source: translations of different source languages of
-the same line agree more with each other than with a neighbouring line's.
+the same line agree more with each other than with a neighbouring line's. And
+that the other product paths translate alike: OpenBLAS (DEEPMT_GEMM=openblas, what
+CPUs without AVX-512 use) gives the packed F32 kernels' translations, and
+`--precision bf16` (where the CPU has AVX-512 BF16) keeps the BLEU floor and
+nearly all translations.
 
 Environment: DEEPMT_BIN (build/deepmt), DEEPMT_MODEL (models/default),
 DEEPMT_SHARED (../shared). Skips with a message when the data is absent.
@@ -37,9 +41,10 @@ def read(data, lang):
         return [line.rstrip("\n") for _, line in zip(range(LINES), f)]
 
 
-def translate(binary, model, lines, target):
-    r = subprocess.run([binary, "translate", "-m", model, "-t", target, "-q"],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600)
+def translate(binary, model, lines, target, extra=(), env=None):
+    r = subprocess.run([binary, "translate", "-m", model, "-t", target, "-q", *extra],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, **(env or {})))
     return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
 
 
@@ -59,7 +64,7 @@ def main():
     spec.loader.exec_module(bleu)
 
     text = {lang: read(data, lang) for lang in ("en", "de", "fr", "cs")}
-    to_en = {}
+    to_en, en_de = {}, None
     for direction, floor in FLOORS.items():
         src, tgt = direction.split("-")
         rc, hyps, err = translate(binary, model, text[src], tgt)
@@ -68,6 +73,8 @@ def main():
             continue
         if tgt == "en":
             to_en[src] = hyps
+        if direction == "en-de":
+            en_de = hyps
         score = bleu.corpus_bleu(hyps, text[tgt])["score"]
         tap.ok(score >= floor, f"{direction}: BLEU {score:.2f} >= {floor} on {LINES} lines",
                detail=f"first: {hyps[0]!r}\nref:   {text[tgt][0]!r}")
@@ -80,6 +87,21 @@ def main():
         shifted = bleu.corpus_bleu(to_en["de"][1:], to_en["cs"][:-1])["score"]
         tap.ok(same > shifted + 20, f"source matters: de->en vs cs->en BLEU {same:.1f} (same lines) "
                f"> {shifted:.1f} (neighbouring lines) + 20")
+
+    if en_de is not None:
+        rc, hyps, err = translate(binary, model, text["en"], "de", env={"DEEPMT_GEMM": "openblas"})
+        same = sum(a == b for a, b in zip(hyps, en_de))
+        # the same F32 sums in another order: a near-tie may flip, nothing more
+        tap.ok(rc == 0 and same >= LINES - 2, f"en-de through OpenBLAS: {same}/{LINES} translations as packed F32",
+               detail=err[-1000:])
+        rc, hyps, err = translate(binary, model, text["en"], "de", extra=("--precision", "bf16"))
+        if rc != 0 and "AVX-512 BF16" in err:
+            tap.skip("this CPU lacks AVX-512 BF16: --precision bf16 is refused (checked: clear message)")
+        elif tap.ok(rc == 0 and len(hyps) == LINES, "en-de --precision bf16 translates", detail=err[-1000:]):
+            same = sum(a == b for a, b in zip(hyps, en_de))
+            score = bleu.corpus_bleu(hyps, text["de"])["score"]
+            tap.ok(score >= FLOORS["en-de"], f"en-de bf16: BLEU {score:.2f} >= {FLOORS['en-de']}")
+            tap.ok(same >= 0.9 * LINES, f"en-de bf16: {same}/{LINES} translations as F32 (>= 90%)")
     return tap.done()
 
 

@@ -35,4 +35,23 @@ got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_WORKERS=2)
 [ "$got" = "2 $per" ]; ok $? "DEEPMT_WORKERS=2 alone: 2 workers x $per BLAS threads" "got '$got'"
 got=$(split env DEEPMT_WORKERS=3 DEEPMT_THREADS=1)
 [ "$got" = "3 1" ]; ok $? "both given: 3 workers x 1 BLAS thread" "got '$got'"
+
+# --precision: the ready line names the products; a bad value is refused before serving
+"$BIN" serve --model "$MODEL" --port 0 --precision nope >"$log" 2>&1; rc=$?
+[ "$rc" != 0 ] && grep -q "expected f32 or bf16, got 'nope'" "$log"; ok $? "--precision nope refused" "exit $rc: $(head -c 300 "$log")"
+ready_line() {
+    "$BIN" serve --model "$MODEL" --port 0 "$@" >"$log" 2>&1 &
+    pid=$!
+    i=0
+    while [ $i -lt 50 ] && ! grep -q 'ready\|cannot load' "$log"; do sleep 0.1; i=$((i + 1)); done
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+}
+ready_line
+grep -q 'products); ready' "$log"; ok $? "the ready line names the product kernels" "$(head -c 400 "$log")"
+ready_line --precision bf16
+if grep -q 'lacks' "$log"; then
+    grep -q 'bf16 precision needs a CPU with AVX-512 BF16' "$log"; ok $? "--precision bf16 on a CPU without it: clear error"
+else
+    grep -q '(AVX-512 BF16 products); ready' "$log"; ok $? "--precision bf16 serves with bf16 products" "$(head -c 400 "$log")"
+fi
 tap_done

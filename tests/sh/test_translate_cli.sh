@@ -25,6 +25,8 @@ t
 ok "$([ "$rc" = 2 ] && grep -q 'required' "$errf"; echo $?)" "no options: exit 2 with a message" "exit $rc: $(cat "$errf")"
 t -m "$MODEL" --target de --beam 0 </dev/null
 ok "$([ "$rc" = 2 ] && grep -q "bad value '0' for --beam" "$errf"; echo $?)" "--beam 0 refused (exit 2)" "exit $rc: $(cat "$errf")"
+t -m "$MODEL" --target de --precision f16 </dev/null
+ok "$([ "$rc" = 2 ] && grep -q "bad value 'f16' for --precision" "$errf"; echo $?)" "--precision f16 refused (exit 2)" "exit $rc: $(cat "$errf")"
 t -m "$MODEL" --target de --beam 2 --nbest 3 </dev/null
 ok "$([ "$rc" = 2 ] && grep -q 'nbest' "$errf"; echo $?)" "--nbest above --beam refused (exit 2)" "exit $rc: $(cat "$errf")"
 t -m "$MODEL" --target de --length-penalty abc </dev/null
