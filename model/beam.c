@@ -95,7 +95,7 @@ typedef struct {
 
 static void search_free(search *S) {
     void *all[] = {S->plen, S->max_len, S->prefix, S->n_pool, S->n_fin, S->pool, S->pool_tok, S->gap,
-                   S->active, S->hist[0], S->hist[1], S->cum[0], S->cum[1], S->feed, S->parent, S->lp,
+                   S->active, S->hist[0], S->hist[1], S->cum[0], S->cum[1], S->feed, S->parent,
                    S->lists, S->count, S->head, S->merged};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
 }
@@ -112,7 +112,7 @@ static float normalise(float total, int len, float lp) {
     return (float)((double)total / pow((double)len, (double)lp));
 }
 
-static int search_init(search *S, const dmt_model *m, int n, const int *src_len, const int *forced,
+static int search_init(search *S, dmt_state *st, const dmt_model *m, int n, const int *src_len, const int *forced,
                        const dmt_beam_options *o) {
     memset(S, 0, sizeof *S);
     const dmt_config *c = &m->cfg;
@@ -143,7 +143,7 @@ static int search_init(search *S, const dmt_model *m, int n, const int *src_len,
     S->active = malloc((size_t)n * sizeof *S->active);
     S->feed = malloc(rows * sizeof *S->feed);
     S->parent = malloc(rows * sizeof *S->parent);
-    S->lp = malloc(rows * (size_t)S->V * sizeof *S->lp);
+    S->lp = dmt_state_logits(st, rows * (size_t)S->V); /* owned by the state */
     S->lists = malloc(k * (2 * k + 1) * sizeof *S->lists);
     S->count = malloc(k * sizeof *S->count);
     S->head = malloc(k * sizeof *S->head);
@@ -360,7 +360,7 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
         }
     search S;
     int rc = -1, k = opt->beam_size;
-    if (search_init(&S, m, n, src_len, forced, opt) || alloc_outputs(&S, out)) {
+    if (search_init(&S, st, m, n, src_len, forced, opt) || alloc_outputs(&S, out)) {
         snprintf(err, errlen, "out of memory for beam search over %d sentences x %d beams", n, k);
         goto done;
     }

@@ -46,6 +46,7 @@ struct dmt_state {
      * hypothesis instead of t * d floats per layer. */
     fbuf self_k, self_v;         /* [dec layers][step_cap * hyp_cap][d] */
     int *history, *history_tmp;  /* [hyp_cap][step_cap] slot indices */
+    fbuf logits;                 /* the beam search's log-probabilities, kept between searches */
 };
 
 dmt_state *dmt_state_new(const dmt_model *m) {
@@ -57,7 +58,7 @@ dmt_state *dmt_state_new(const dmt_model *m) {
 void dmt_state_free(dmt_state *s) {
     if (!s) return;
     fbuf *all[] = {&s->enc_out, &s->cross_k, &s->cross_v, &s->q, &s->k, &s->v, &s->attn, &s->tmp,
-                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v};
+                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->logits};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
     free(s->src_len);
     free(s->hyp_src);
@@ -68,6 +69,8 @@ void dmt_state_free(dmt_state *s) {
 }
 
 const dmt_model *dmt_state_model(const dmt_state *s) { return s->m; }
+
+float *dmt_state_logits(dmt_state *s, size_t floats) { return fbuf_reserve(&s->logits, floats) ? NULL : s->logits.p; }
 
 /* Work buffers for `rows` activation rows whose attention spans up to `keys` keys. */
 static int reserve_work(dmt_state *s, size_t rows, size_t score_rows, size_t keys) {

@@ -27,6 +27,11 @@ void dmt_state_free(dmt_state *s);
 /* The model a state was made for. */
 const dmt_model *dmt_state_model(const dmt_state *s);
 
+/* A buffer of at least `floats` floats for a search's log-probabilities, owned by the
+ * state and kept between searches: a fresh one each batch (4 MB at 32 x 4 rows x 8k
+ * vocabulary) costs a page fault per 4 KiB on every batch. NULL when out of memory. */
+float *dmt_state_logits(dmt_state *s, size_t floats);
+
 /* Encodes n sentences; src[i] holds src_len[i] ids (</s> included, no padding).
  * 0, or -1 with a message (empty sentence, id out of range, too long, out of memory). */
 int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_len, char *err, size_t errlen);
