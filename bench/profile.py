@@ -57,7 +57,7 @@ def samples(perf_script):
 # Frames that stand for a PHASES name: the matrix-product entry points (dmt_matmul
 # tail-calls dmt_matmul_strided, so either may be on the chain) and the few-row kernel.
 ALIASES = {"dmt_matmul_strided": "dmt_matmul", "matmul_few_rows": "dmt_matmul"}
-MATRIX_KERNELS = ("matmul_few_rows",)  # deepmt's own product kernels (ops.c)
+MATRIX_KERNELS = ("matmul_few_rows", "panel_f32", "panel_bf16")  # deepmt's own product kernels (ops.c, gemm.c)
 
 
 def frame_name(f):
@@ -85,7 +85,7 @@ def main():
     binary = os.path.join(a.build, "bench", "bench_beam")
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
-        cmd = ["perf", "record", "-q", "-F", a.freq, "--call-graph", "dwarf,16384", "-o", data, binary, a.model,
+        cmd = ["perf", "record", "-q", "-F", a.freq, "--call-graph", "dwarf,65528", "-o", data, binary, a.model,
                "-i", a.src, "-o", os.devnull, "--batch-size", a.batch_size, "--forced", a.forced, "--threads", "1"]
         print("$", " ".join(cmd), file=sys.stderr)
         run = subprocess.run(cmd, capture_output=True, text=True)

@@ -150,8 +150,22 @@ __attribute__((always_inline)) static inline void block_bf16(float *y, int ldy, 
 #define CASES(CALL) \
     CALL(1) CALL(2) CALL(3) CALL(4) CALL(5) CALL(6) CALL(7) CALL(8) CALL(9) CALL(10) CALL(11) CALL(12)
 
+/* One product's operands. The panel functions take at most six arguments, all in
+ * registers: with one on the stack, GCC's realigned AVX-512 frame needs a DWARF
+ * expression perf cannot unwind through (bench/profile.py would lose the caller). */
+typedef struct {
+    float *y;
+    const float *x;
+    int ldy, ldx, n;
+    const dmt_linear *lin;
+} product;
+
 /* One panel against rows [0, n) of x; every panel is independent (the parallel unit). */
-static void panel_f32(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int p) {
+static void panel_f32(const product *pr, int p) {
+    float *y = pr->y;
+    const float *x = pr->x;
+    int ldy = pr->ldy, ldx = pr->ldx, n = pr->n;
+    const dmt_linear *lin = pr->lin;
     int j = p * DMT_PANEL, cols = lin->out - j < DMT_PANEL ? lin->out - j : DMT_PANEL;
     __mmask16 m0, m1;
     panel_masks(cols, &m0, &m1);
@@ -203,26 +217,43 @@ static void rows_to_bf16(uint32_t *dst, const float *x, int ldx, int n, int in) 
 }
 
 /* BF16 activations are converted in chunks of rows through a stack buffer, so a
- * product never allocates (and never fails). */
-#define XB_WORDS (DMT_GEMM_BF16_MAX_IN / 2) /* 64 KiB: at least one row (load checks in) */
+ * product never allocates (and never fails). 32 KiB: bench/profile.py's perf copies
+ * 64 KiB of stack a sample, which must reach past this frame to see the callers. */
+#define XB_WORDS (DMT_GEMM_BF16_MAX_IN / 2) /* at least one row: load checks `in` */
 
-void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
-    int panels = panels_of(lin->out);
-    if (threads > panels) threads = panels;
-    if (lin->layout == DMT_LAYOUT_PACKED_F32) {
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-        for (int p = 0; p < panels; p++) panel_f32(y, ldy, x, ldx, n, lin, p);
-        return;
-    }
+__attribute__((noinline)) static void product_bf16(float *y, int ldy, const float *x, int ldx, int n,
+                                                   const dmt_linear *lin, int threads) {
     uint32_t xb[XB_WORDS];
-    int pairs = pairs_of(lin->in), chunk = XB_WORDS / pairs;
+    int panels = panels_of(lin->out), pairs = pairs_of(lin->in), chunk = XB_WORDS / pairs;
     if (chunk > MR) chunk -= chunk % MR;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;
         rows_to_bf16(xb, x + (size_t)i0 * ldx, ldx, rows, lin->in);
         float *yi = y + (size_t)i0 * ldy;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
-        for (int p = 0; p < panels; p++) panel_bf16(yi, ldy, xb, rows, lin, p);
+        if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+            for (int p = 0; p < panels; p++) panel_bf16(yi, ldy, xb, rows, lin, p);
+        } else {
+            for (int p = 0; p < panels; p++) panel_bf16(yi, ldy, xb, rows, lin, p);
+        }
+    }
+}
+
+void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
+    int panels = panels_of(lin->out);
+    if (threads > panels) threads = panels;
+    if (lin->layout == DMT_LAYOUT_PACKED_BF16) {
+        product_bf16(y, ldy, x, ldx, n, lin, threads);
+        return;
+    }
+    /* one thread runs the loop plainly: an OpenMP region, even an if(0) one, costs a
+     * team set-up per product */
+    product pr = {.y = y, .x = x, .ldy = ldy, .ldx = ldx, .n = n, .lin = lin};
+    if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int p = 0; p < panels; p++) panel_f32(&pr, p);
+    } else {
+        for (int p = 0; p < panels; p++) panel_f32(&pr, p);
     }
 }
 

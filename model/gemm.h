@@ -24,7 +24,7 @@
 #include "model/model.h"
 
 #define DMT_PANEL 32
-#define DMT_GEMM_BF16_MAX_IN 32768 /* widest BF16 layer input (the loader checks) */
+#define DMT_GEMM_BF16_MAX_IN 16384 /* widest BF16 layer input (the loader checks) */
 
 /* The layout load should give weights for a precision on this CPU: DMT_LAYOUT_ROWS
  * when the CPU lacks AVX-512F (or DEEPMT_GEMM=openblas is set: a switch for tests and
