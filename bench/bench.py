@@ -55,6 +55,13 @@ def blas_kernels(cfg):
     return out[out.find("(OpenBLAS ") + 10:out.rfind(" kernels)")] if "(OpenBLAS " in out else "unknown"
 
 
+def linear_kernels(cfg):
+    """What deepmt multiplies its linear layers with here (`deepmt --version`, second line)."""
+    r = common.run([os.path.join(cfg["build"], "deepmt"), "--version"], check=False)
+    lines = r["out"].strip().splitlines()
+    return lines[1] if len(lines) > 1 else "unknown"
+
+
 def profile(cfg, out):
     """perf profiles of bench_beam: the engine model at batch 32 and 1, the 1,000-layer model."""
     if not shutil.which("perf"):
@@ -150,7 +157,9 @@ def main():
             f"not absolute times). gcc {info.get('gcc')}, OpenBLAS {info.get('openblas')} (pthread; PyTorch "
             f"uses the same library), PyTorch {info.get('torch')}. BLAS kernels: {blas_kernels(cfg)} for every "
             f"process (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS detects the CPU)')}; "
-            f"both engines inherit it).", "",
+            f"both engines inherit it). deepmt's {linear_kernels(cfg)} (its own kernels over weights packed "
+            f"at load, model/gemm.c; attention scores still go through OpenBLAS); PyTorch's linear layers "
+            f"are OpenBLAS sgemm.", "",
             "Threads: `deepmt translate --threads N` and `bench_beam --threads N` run N workers with one "
             "BLAS thread each (deepmt's default); `deepmt-1worker` is `--threads N --workers 1` (N BLAS "
             "threads in one search). PyTorch (tools/bench_torch.py) gets torch.set_num_threads(N), "

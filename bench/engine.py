@@ -5,13 +5,17 @@ run interleaved (deepmt, PyTorch, deepmt, PyTorch, ...) on the same model and
 input; throughput is each tool's own timer (model loading excluded), peak RSS the
 process's (wait4). At more than one thread a third engine is interleaved too:
 deepmt with one worker and N BLAS threads, the way PyTorch uses its threads.
+Where the CPU has AVX-512 BF16, `deepmt-bf16` (--precision bf16) runs as well.
 Agreement: the translations line by line, and (once, on token ids) bench_beam's
-1-best token sequences against PyTorch's.
+1-best token sequences against PyTorch's; BLEU against the reference translations
+(batch 32, all 1,000 lines) shows what reduced precision costs, if anything.
 """
 import gzip
+import importlib.util
 import json
 import os
 import re
+import subprocess
 
 from common import PYTHON, last_json, log, median, mib, run, table
 
@@ -29,11 +33,13 @@ def prepare_input(shared, out, n_b1):
     return src, full, b1
 
 
-def run_deepmt(build, model, inp, out, threads, batch, workers=None):
+def run_deepmt(build, model, inp, out, threads, batch, workers=None, precision=None):
     cmd = [os.path.join(build, "deepmt"), "translate", "-m", model, "--target", "de", "--beam", "4",
            "--batch-size", batch, "--threads", threads, "-i", inp, "-o", out]
     if workers:
         cmd += ["--workers", workers]
+    if precision:
+        cmd += ["--precision", precision]
     r = run(cmd)
     m = SUMMARY.search(r["err"])
     if not m:
@@ -53,6 +59,25 @@ def run_torch(model, inp, out, threads, batch, ids_out=None, src_ids_out=None):
             "wall_s": r["wall_s"], "peak_rss_kb": r["peak_rss_kb"]}
 
 
+def bf16_available(build, model):
+    """deepmt refuses --precision bf16 (exit 1) on a CPU without AVX-512 BF16."""
+    r = subprocess.run([os.path.join(build, "deepmt"), "translate", "-m", model, "--target", "de", "-q",
+                        "--precision", "bf16"], input="Hello.\n", capture_output=True, text=True)
+    return r.returncode == 0
+
+
+def bleu_of(hyp_path, ref_path):
+    spec = importlib.util.spec_from_file_location("bleu", os.path.join(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))), "scripts", "bleu.py"))
+    bleu = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bleu)
+    with open(hyp_path, encoding="utf-8") as f:
+        hyps = f.read().splitlines()
+    with gzip.open(ref_path, "rt", encoding="utf-8") as f:
+        refs = f.read().splitlines()
+    return bleu.corpus_bleu(hyps, refs[:len(hyps)])["score"]
+
+
 def agreement(a, b):
     with open(a, encoding="utf-8") as f, open(b, encoding="utf-8") as g:
         x, y = f.read().splitlines(), g.read().splitlines()
@@ -66,9 +91,14 @@ def bench(cfg):
     os.makedirs(out, exist_ok=True)
     src, full, b1 = prepare_input(cfg["shared"], out, cfg["b1_lines"])
     results, md_rows = [], []
+    ref_de = src.replace(".en.gz", ".de.gz")
+    with_bf16 = bf16_available(cfg["build"], cfg["model"])
+    if not with_bf16:
+        log("engine: no deepmt-bf16 rows (this CPU lacks AVX-512 BF16)")
     for threads in cfg["threads"]:
         for batch, inp in ((32, full), (1, b1)):
-            engines = ["deepmt", "pytorch"] + (["deepmt-1worker"] if threads > 1 and batch > 1 else [])
+            engines = ["deepmt", "pytorch"] + (["deepmt-1worker"] if threads > 1 and batch > 1 else []) + \
+                (["deepmt-bf16"] if with_bf16 else [])
             runs = {e: [] for e in engines}
             agree = {}
             for r in range(cfg["rounds"]):
@@ -82,7 +112,8 @@ def bench(cfg):
                                                    if first else ())))
                     else:
                         runs[e].append(run_deepmt(cfg["build"], cfg["model"], inp, hyp, threads, batch,
-                                                  1 if e == "deepmt-1worker" else None))
+                                                  1 if e == "deepmt-1worker" else None,
+                                                  "bf16" if e == "deepmt-bf16" else None))
             ref = os.path.join(out, f"pytorch.t{threads}.b{batch}.de")
             for e in engines:
                 if e != "pytorch":
@@ -100,9 +131,12 @@ def bench(cfg):
                        "per_round": rs}
                 if e in agree:
                     row["text_agreement"] = f"{agree[e][0]}/{agree[e][1]}"
+                if batch == 32:
+                    row["bleu"] = bleu_of(os.path.join(out, f"{e}.t{threads}.b{batch}.de"), ref_de)
                 results.append(row)
                 md_rows.append([threads, batch, e, row["sentences"], row["tokens_per_s"], row["sentences_per_s"],
-                                row["peak_rss_mib"], row["wall_s"], f"{ratio:.2f}x", row.get("text_agreement", "-")])
+                                row["peak_rss_mib"], row["wall_s"], f"{ratio:.2f}x", row.get("text_agreement", "-"),
+                                f"{row['bleu']:.2f}" if "bleu" in row else "-"])
     # token-level agreement: the engine on the very source ids PyTorch used
     with open(os.path.join(cfg["model"], "config.json")) as f:
         de_id = next(l["id"] for l in json.load(f)["languages"] if l["code"] == "de")
@@ -114,7 +148,7 @@ def bench(cfg):
     hyps = open(ids).read().splitlines()
     lens = [len(h.split()) for h in hyps]
     md = table(["threads", "batch", "engine", "sentences", "target tok/s", "sent/s", "peak RSS MiB",
-                "process wall s", "tok/s vs PyTorch", "same text as PyTorch"], md_rows)
+                "process wall s", "tok/s vs PyTorch", "same text as PyTorch", "BLEU"], md_rows)
     md += (f"\n\n1-best **token sequences**, deepmt (`bench_beam`, same source ids) vs PyTorch, "
            f"batch 32: **{same}/{total} identical**. deepmt output length: mean {sum(lens) / len(lens):.1f}, "
            f"max {max(lens)} tokens, {len(set(hyps))} distinct 1-best outputs"

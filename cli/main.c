@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "model/blas_kernels.h"
+#include "model/gemm.h"
 
 static const struct {
     const char *name;
@@ -29,6 +30,9 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(argv[1], "--version")) {
         printf("deepmt %s (OpenBLAS %s kernels)\n", DEEPMT_VERSION, dmt_blas_corename());
+        int f32 = dmt_gemm_layout(DMT_PRECISION_F32), bf16 = dmt_gemm_layout(DMT_PRECISION_BF16);
+        printf("linear layers: %s; --precision bf16: %s\n", dmt_gemm_name((dmt_weight_layout)f32),
+               bf16 < 0 ? "unavailable (no AVX-512 BF16)" : dmt_gemm_name((dmt_weight_layout)bf16));
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)
