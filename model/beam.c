@@ -184,14 +184,24 @@ static void mask_row(const search *S, float *row, const int32_t *hist, int g, in
 /* The best `cap` candidates of one beam into top[] (best first); their count.
  * Tokens are scanned in increasing order, so an equal score never displaces. */
 static int row_candidates(const search *S, cand *top, const float *row, float cum, int beam, int cap) {
-    int n = 0;
-    for (int v = 0; v < S->V; v++) {
-        float sc = cum + row[v];
-        if (!(sc > -INFINITY)) continue;                  /* masked (also NaN) */
-        if (n == cap && !(sc > top[n - 1].score)) continue;
-        int p = n < cap ? n++ : cap - 1;
-        while (p > 0 && top[p - 1].score < sc) { top[p] = top[p - 1]; p--; }
-        top[p] = (cand){sc, v, beam};
+    int n = 0, V = S->V;
+    for (int v0 = 0; v0 < V; v0 += 16) {
+        int end = v0 + 16 < V ? v0 + 16 : V;
+        if (n == cap) { /* once the list is full, whole blocks of 16 lose: test them in SIMD */
+            float worst = top[n - 1].score;
+            int any = 0;
+#pragma omp simd reduction(| : any)
+            for (int v = v0; v < end; v++) any |= cum + row[v] > worst;
+            if (!any) continue;
+        }
+        for (int v = v0; v < end; v++) {
+            float sc = cum + row[v];
+            if (!(sc > -INFINITY)) continue;                  /* masked (also NaN) */
+            if (n == cap && !(sc > top[n - 1].score)) continue;
+            int p = n < cap ? n++ : cap - 1;
+            while (p > 0 && top[p - 1].score < sc) { top[p] = top[p - 1]; p--; }
+            top[p] = (cand){sc, v, beam};
+        }
     }
     return n;
 }
