@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "model/beam.h"
+#include "model/gemm.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -129,9 +130,10 @@ static int read_ids(FILE *f, int eos, int32_t ***src, int **len, int *n) {
 }
 
 int main(int argc, char **argv) {
+    dmt_precision precision = DMT_PRECISION_F32;
     static const struct option opts[] = {{"input", 1, 0, 'i'}, {"output", 1, 0, 'o'}, {"forced", 1, 0, 'f'},
                                          {"beam", 1, 0, 'b'}, {"batch-size", 1, 0, 'B'}, {"threads", 1, 0, 't'},
-                                         {"workers", 1, 0, 'w'}, {0, 0, 0, 0}};
+                                         {"workers", 1, 0, 'w'}, {"precision", 1, 0, 'p'}, {0, 0, 0, 0}};
     const char *input = NULL, *output = NULL;
     int forced = -1, beam = 4, batch = 32, threads = 1, workers = 0, c;
     while ((c = getopt_long(argc, argv, "i:o:b:", opts, NULL)) != -1) {
@@ -143,19 +145,21 @@ int main(int argc, char **argv) {
         case 'B': batch = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
         case 'w': workers = atoi(optarg); break;
+        case 'p': precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16 : DMT_PRECISION_F32; break;
         default: return 2;
         }
     }
     if (optind != argc - 1 || !input || batch < 1 || threads < 1) {
         fprintf(stderr, "usage: bench_beam MODEL_DIR -i SRC.ids [-o HYP.ids] [--forced ID] [--beam K] "
-                        "[--batch-size N] [--threads N] [--workers W]\n");
+                        "[--batch-size N] [--threads N] [--workers W] [--precision f32|bf16]\n");
         return 2;
     }
     if (workers < 1) workers = threads;
     openblas_set_num_threads(threads / workers > 0 ? threads / workers : 1);
     char err[512], mem_load[200], mem_end[200];
     double t0 = now();
-    dmt_model *m = dmt_model_load(argv[optind], (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    dmt_model *m = dmt_model_load(argv[optind], (dmt_load_options){.ids_only = 1, .precision = precision}, err,
+                                  sizeof err);
     if (!m) { fprintf(stderr, "bench_beam: %s\n", err); return 1; }
     double load_s = now() - t0;
     mem_json(mem_load, sizeof mem_load, "load");
@@ -193,9 +197,11 @@ int main(int argc, char **argv) {
     printf("{\"engine\": \"deepmt\", \"sentences\": %d, \"target_tokens\": %lld, \"load_s\": %.4f, "
            "\"translate_s\": %.4f, \"sentences_per_s\": %.3f, \"tokens_per_s\": %.3f, \"threads\": %d, "
            "\"workers\": %d, \"params\": %lld, \"weight_bytes_f32\": %zu, \"weight_bytes_file\": %zu, "
+           "\"weight_bytes_memory\": %zu, \"kernels\": \"%s\", "
            "\"peak_rss_kb\": %ld, %s, %s}\n",
            J.n, J.tokens, load_s, run_s, J.n / run_s, J.tokens / run_s, threads, workers, m->n_params,
-           m->weight_bytes_f32, m->weight_bytes_file, status_kb("VmHWM"), mem_load, mem_end);
+           m->weight_bytes_f32, m->weight_bytes_file, m->weight_bytes_memory,
+           dmt_gemm_name(m->layout), status_kb("VmHWM"), mem_load, mem_end);
     for (int i = 0; i < J.n; i++) free(J.src[i]), free(J.best[i].tokens);
     free(J.src), free(J.len), free(J.order), free(J.best);
     dmt_model_free(m);

@@ -33,9 +33,10 @@ def write_sources(path, n, vocab, seed=1):
     return path
 
 
-def c_run(build, model, src, hyp, threads, batch, workers=None):
+def c_run(build, model, src, hyp, threads, batch, workers=None, precision=None):
     r = run([os.path.join(build, "bench", "bench_beam"), model, "-i", src, "-o", hyp, "--beam", "4",
-             "--batch-size", batch, "--threads", threads] + (["--workers", workers] if workers else []))
+             "--batch-size", batch, "--threads", threads] + (["--workers", workers] if workers else []) +
+            (["--precision", precision] if precision else []), check=not precision)
     return dict(last_json(r["out"]), peak_rss_kb=r["peak_rss_kb"], wall_s=r["wall_s"])
 
 
@@ -104,6 +105,13 @@ def bench_size(cfg):
         src = write_sources(os.path.join(out, "src.ids"), 1, V)
         file_bytes = os.path.getsize(os.path.join(model, "model.safetensors"))
         r = c_run(cfg["build"], model, src, os.path.join(out, "hyp.ids"), threads, 1, workers=1)
+        # bf16 products: half the weight memory (refused where the CPU lacks AVX-512 BF16)
+        try:
+            rb = c_run(cfg["build"], model, src, os.path.join(out, "hyp.bf16.ids"), threads, 1, workers=1,
+                       precision="bf16")
+        except Exception as e:  # noqa: BLE001 - no JSON: the CPU refused bf16
+            log(f"size: no bf16 run ({e})")
+            rb = None
     finally:
         shutil.rmtree(model, ignore_errors=True)
     gib = 2 ** 30
@@ -123,7 +131,16 @@ def bench_size(cfg):
             ["at the end: anonymous / file-backed RSS",
              f"{r['end_rss_anon_kb'] / 2**20:.2f} / {r['end_rss_file_kb'] / 2**20:.2f} GiB"],
             ["anonymous memory beyond the F32 weights", f"{res['overhead_anon_bytes'] / 2**20:.0f} MiB"],
-            ["threads", f"{threads} BLAS threads, one worker"],
-            ["generating the model (Python)", f"{gen['wall_s']:.0f} s"]]
+            ["threads", f"{threads} threads, one worker"],
+            ["kernels", r.get("kernels", "?")]]
+    if rb:
+        res["bf16"] = rb
+        same = same_lines(os.path.join(out, "hyp.ids"), os.path.join(out, "hyp.bf16.ids"))
+        rows += [["--precision bf16: weights in memory", f"{rb['weight_bytes_memory'] / gib:.2f} GiB"],
+                 ["--precision bf16: load", f"{rb['load_s']:.1f} s"],
+                 ["--precision bf16: beam search, same sentence", f"{rb['translate_s']:.1f} s "
+                  f"({rb['target_tokens']} tokens; same ids as F32: {'yes' if same[0] == same[1] else 'no'})"],
+                 ["--precision bf16: peak RSS (VmHWM)", f"{rb['peak_rss_kb'] / 2**20:.2f} GiB"]]
+    rows += [["generating the model (Python)", f"{gen['wall_s']:.0f} s"]]
     title = f"{params / 1e9:.1f}B model ({L[0]}+{L[1]} layers, d_model {d}, FFN {ffn}, vocab {V:,}, tied)"
     return table([title, "value"], rows) + "\n", res
