@@ -9,7 +9,8 @@
  *      2 ms batch would only add latency);
  *   3. take the oldest job plus the longest jobs with the same decoding options
  *      (any target language), up to max_batch_sentences and max_batch_tokens
- *      padded source tokens;
+ *      padded source tokens, and to an even share of the queue when other workers
+ *      are idle (they take the rest at once);
  *   4. run dmt_translate without the lock, hand each job its output and call a
  *      request's done() when its last job is finished.
  * Taking the oldest job first bounds every job's wait; longest-first keeps
@@ -48,7 +49,6 @@ struct dmt_scheduler {
     atomic_int ready;
     dmt_model *model;
     worker *workers;
-    int n_started;
     pthread_t loader;
     int loader_started;
     char model_dir[1024];
@@ -179,10 +179,15 @@ static int take_batch(dmt_scheduler *s, dmt_job **batch) {
         }
         s->scratch[j] = v;
     }
+    /* share what is queued among the idle workers, this one included: with 8 sentences
+     * queued and 2 idle workers, one batch of 8 would leave a core idle while 2
+     * batches of 4 finish sooner */
+    int idle = s->o.workers - s->busy, limit = s->o.max_batch_sentences;
+    if (idle > 1 && (s->n_queue + idle - 1) / idle < limit) limit = (s->n_queue + idle - 1) / idle;
     int n = 0, longest = s->queue[0]->cost;
     batch[n++] = s->queue[0];
     s->queue[0] = NULL;
-    for (int c = 0; c < n_cand && n < s->o.max_batch_sentences; c++) {
+    for (int c = 0; c < n_cand && n < limit; c++) {
         dmt_job *j = s->queue[s->scratch[c]];
         int l = j->cost > longest ? j->cost : longest;
         if ((long)l * (n + 1) > s->o.max_batch_tokens) continue;

@@ -458,6 +458,26 @@ def test_concurrency(srv):
            f"sum/count {batches} ({elapsed:.2f}s)")
 
 
+def test_batches_shared_by_idle_workers():
+    """8 sentences queued together with 2 idle workers run as batches of at most 4 (an
+    even share each), not as one batch of 8 that leaves the other worker idle."""
+    srv = Server("--workers", "2", "--threads", "1", "--max-wait-ms", "300")
+    try:
+        sentences = [f"A man number {i} rides a bike." for i in range(8)]
+        st, h, j = translate(srv.port, sentences)
+        st2, h2, data = request(srv.port, "GET", "/metrics")
+        text = data.decode()
+        counts = {line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
+                  for line in text.splitlines() if line.startswith("deepmt_batch_sentences_")}
+        n = counts.get("deepmt_batch_sentences_count", 0)
+        le4 = counts.get('deepmt_batch_sentences_bucket{le="4"}', -1)
+        tap.ok(st == 200 and len(j.get("translatedText", [])) == 8 and n >= 2 and le4 == n,
+               "8 sentences, 2 idle workers: shared out as batches of <= 4",
+               f"status {st}, {n} batches, {le4} of them <= 4 sentences: {counts}")
+    finally:
+        srv.stop()
+
+
 def test_keepalive():
     """Back-to-back requests on one keep-alive connection, batching off so that nothing
     waits: the answer is queued as soon as a worker resumes the connection (this once
@@ -727,6 +747,7 @@ def main():
         tap.ok(rc == 0, "the main server exits 0 on SIGTERM (and, under ASan, without leaks)",
                f"rc {rc}: {srv.stderr()[-1500:]}")
         test_access_log(srv)
+        test_batches_shared_by_idle_workers()
         test_keepalive()
         test_queue_full()
         test_request_timeout()
