@@ -97,7 +97,7 @@ def main():
     ap.add_argument("--shared", default="../shared")
     ap.add_argument("--out", help="default: BUILD/bench")
     ap.add_argument("--threads", default="1,2", help="thread counts to compare at (engine section)")
-    ap.add_argument("--rounds", type=int, default=2, help="interleaved repetitions of each comparison")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of each comparison")
     ap.add_argument("--b1-lines", type=int, default=200, help="lines for the batch-1 runs (the first N)")
     ap.add_argument("--sections", default="engine,server,depth,profile")
     ap.add_argument("--size", action="store_true", help="also the 3.2B-parameter model (minutes, ~13 GB)")
