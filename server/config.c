@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_LOG, OPT_KEYS, OPT_PRECISION } opt_kind;
+typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_CHOICE, OPT_KEYS } opt_kind;
 
 typedef struct {
     const char *flag;   /* without the leading -- */
@@ -18,7 +18,7 @@ typedef struct {
     size_t offset;      /* into dmt_server_config */
     size_t size;        /* OPT_STR: buffer size */
     long lo, hi;        /* OPT_INT / OPT_SIZE range */
-    const char *arg, *help;
+    const char *arg, *help; /* OPT_CHOICE: arg lists the choices, "a|b|c"; the int gets the index */
 } option;
 
 #define F(field) offsetof(dmt_server_config, field)
@@ -31,7 +31,7 @@ static const option options[] = {
     {"workers", OPT_INT, F(workers), 0, 0, 64, "N",
      "model workers, each with its own buffers (0: 1 when --threads is given, else min(cores, 4) "
      "with one BLAS thread each) [0]"},
-    {"precision", OPT_PRECISION, F(precision), 0, 0, 0, "f32|bf16",
+    {"precision", OPT_CHOICE, F(precision), 0, 0, 0, "f32|bf16",
      "matrix-product arithmetic: bf16 is faster, needs AVX-512 BF16, translations differ slightly [f32]"},
     {"http-threads", OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]"},
     {"max-batch-sentences", OPT_INT, F(max_batch_sentences), 0, 1, 4096, "N",
@@ -50,7 +50,7 @@ static const option options[] = {
     {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
     {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
      "send CORS headers for this origin (\"*\" for any) [off]"},
-    {"log-format", OPT_LOG, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
+    {"log-format", OPT_CHOICE, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
     {"api-keys", OPT_KEYS, 0, 0, 0, 0, "FILE",
      "require one of these keys (one a line; env: comma list) [off]"},
 };
@@ -190,20 +190,24 @@ static int set_option(dmt_server_config *c, const option *o, const char *v, cons
             return -1;
         }
         return 0;
-    case OPT_LOG:
-        if (strcmp(v, "text") && strcmp(v, "json")) {
-            snprintf(err, errlen, "%s: expected text or json, got '%s'", src, v);
-            return -1;
+    case OPT_CHOICE: {
+        size_t len = strlen(v);
+        int index = 0;
+        for (const char *p = o->arg; *p; index++) {
+            const char *end = strchr(p, '|');
+            size_t n = end ? (size_t)(end - p) : strlen(p);
+            if (n == len && !strncmp(p, v, n)) {
+                *(int *)(base + o->offset) = index;
+                return 0;
+            }
+            p += n + (end != NULL);
         }
-        c->log_json = !strcmp(v, "json");
-        return 0;
-    case OPT_PRECISION:
-        if (strcmp(v, "f32") && strcmp(v, "bf16")) {
-            snprintf(err, errlen, "%s: expected f32 or bf16, got '%s'", src, v);
-            return -1;
-        }
-        c->precision = !strcmp(v, "bf16");
-        return 0;
+        char choices[128] = ""; /* "text|json" -> "text or json" */
+        for (const char *p = o->arg; *p && strlen(choices) + 4 < sizeof choices; p++)
+            strncat(choices, *p == '|' ? " or " : (char[]){*p, 0}, sizeof choices - strlen(choices) - 1);
+        snprintf(err, errlen, "%s: expected %s, got '%s'", src, choices, v);
+        return -1;
+    }
     case OPT_KEYS:
         return load_keys(c, v, !from_env, err, errlen);
     }
