@@ -61,7 +61,7 @@ int main(void) {
             void *packed = aligned_alloc(64, bytes);
             memset(packed, 0, bytes);
             for (int j0 = 0; j0 < out; j0 += DMT_PANEL)
-                dmt_gemm_pack_rows(packed, layouts[l], out, in, j0, out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL,
+                dmt_gemm_pack_rows(packed, layouts[l], in, j0, out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL,
                                    w + (size_t)j0 * in);
             dmt_linear lin = {.packed = packed, .bias = b, .out = out, .in = in, .layout = layouts[l]};
             double bp = 1e30, diff = 0;

@@ -25,6 +25,14 @@ static float from_bf16(uint16_t h) {
     return f;
 }
 
+/* Where element (j, k) of an [out][in] matrix sits in the packed layouts (gemm.h). */
+static size_t f32_offset(int in, int j, int k) {
+    return ((size_t)(j / DMT_PANEL) * in + k) * DMT_PANEL + j % DMT_PANEL;
+}
+static size_t bf16_offset(int in, int j, int k) {
+    return (((size_t)(j / DMT_PANEL) * pairs_of(in) + k / 2) * DMT_PANEL + j % DMT_PANEL) * 2 + (k & 1);
+}
+
 size_t dmt_gemm_packed_bytes(dmt_weight_layout layout, int out, int in) {
     size_t cols = (size_t)panels_of(out) * DMT_PANEL;
     if (layout == DMT_LAYOUT_PACKED_BF16) return cols * (size_t)pairs_of(in) * 2 * sizeof(uint16_t);
@@ -32,17 +40,14 @@ size_t dmt_gemm_packed_bytes(dmt_weight_layout layout, int out, int in) {
     return (size_t)out * (size_t)in * sizeof(float);
 }
 
-void dmt_gemm_pack_rows(void *dst, dmt_weight_layout layout, int out, int in, int j0, int rows, const float *w) {
-    (void)out;
+void dmt_gemm_pack_rows(void *dst, dmt_weight_layout layout, int in, int j0, int rows, const float *w) {
     for (int r = 0; r < rows; r++) {
-        int j = j0 + r, p = j / DMT_PANEL, c = j % DMT_PANEL;
+        int j = j0 + r;
         const float *src = w + (size_t)r * in;
         if (layout == DMT_LAYOUT_PACKED_F32) {
-            float *panel = (float *)dst + (size_t)p * DMT_PANEL * in;
-            for (int k = 0; k < in; k++) panel[(size_t)k * DMT_PANEL + c] = src[k];
+            for (int k = 0; k < in; k++) ((float *)dst)[f32_offset(in, j, k)] = src[k];
         } else if (layout == DMT_LAYOUT_PACKED_BF16) {
-            uint16_t *panel = (uint16_t *)dst + (size_t)p * DMT_PANEL * pairs_of(in) * 2;
-            for (int k = 0; k < in; k++) panel[((size_t)(k / 2) * DMT_PANEL + c) * 2 + (k & 1)] = to_bf16(src[k]);
+            for (int k = 0; k < in; k++) ((uint16_t *)dst)[bf16_offset(in, j, k)] = to_bf16(src[k]);
         } else {
             memcpy((float *)dst + (size_t)j * in, src, (size_t)in * sizeof(float));
         }
@@ -50,13 +55,11 @@ void dmt_gemm_pack_rows(void *dst, dmt_weight_layout layout, int out, int in, in
 }
 
 void dmt_linear_row(const dmt_linear *lin, int j, float *out) {
-    int in = lin->in, p = j / DMT_PANEL, c = j % DMT_PANEL;
+    int in = lin->in;
     if (lin->layout == DMT_LAYOUT_PACKED_F32) {
-        const float *panel = (const float *)lin->packed + (size_t)p * DMT_PANEL * in;
-        for (int k = 0; k < in; k++) out[k] = panel[(size_t)k * DMT_PANEL + c];
+        for (int k = 0; k < in; k++) out[k] = ((const float *)lin->packed)[f32_offset(in, j, k)];
     } else if (lin->layout == DMT_LAYOUT_PACKED_BF16) {
-        const uint16_t *panel = (const uint16_t *)lin->packed + (size_t)p * DMT_PANEL * pairs_of(in) * 2;
-        for (int k = 0; k < in; k++) out[k] = from_bf16(panel[((size_t)(k / 2) * DMT_PANEL + c) * 2 + (k & 1)]);
+        for (int k = 0; k < in; k++) out[k] = from_bf16(((const uint16_t *)lin->packed)[bf16_offset(in, j, k)]);
     } else {
         memcpy(out, lin->weight + (size_t)j * in, (size_t)in * sizeof(float));
     }
@@ -88,10 +91,14 @@ int dmt_gemm_layout(dmt_precision precision) {
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bf16")
 
-/* Masks for the two 16-column halves of a panel with `cols` live columns. */
-static void panel_masks(int cols, __mmask16 *m0, __mmask16 *m1) {
+/* Store masks for the two 16-column halves of panel p (its live columns) and the
+ * bias there, the accumulators' starting values. */
+static void panel_start(const dmt_linear *lin, int p, __mmask16 *m0, __mmask16 *m1, __m512 *b0, __m512 *b1) {
+    int j = p * DMT_PANEL, cols = lin->out - j < DMT_PANEL ? lin->out - j : DMT_PANEL;
     *m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
     *m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+    *b0 = lin->bias ? _mm512_maskz_loadu_ps(*m0, lin->bias + j) : _mm512_setzero_ps();
+    *b1 = lin->bias ? _mm512_maskz_loadu_ps(*m1, lin->bias + j + 16) : _mm512_setzero_ps();
 }
 
 /* rows (<= MR, a compile-time constant after inlining) x rows against one F32 panel. */
@@ -166,11 +173,10 @@ static void panel_f32(const product *pr, int p) {
     const float *x = pr->x;
     int ldy = pr->ldy, ldx = pr->ldx, n = pr->n;
     const dmt_linear *lin = pr->lin;
-    int j = p * DMT_PANEL, cols = lin->out - j < DMT_PANEL ? lin->out - j : DMT_PANEL;
+    int j = p * DMT_PANEL;
     __mmask16 m0, m1;
-    panel_masks(cols, &m0, &m1);
-    __m512 b0 = lin->bias ? _mm512_maskz_loadu_ps(m0, lin->bias + j) : _mm512_setzero_ps();
-    __m512 b1 = lin->bias ? _mm512_maskz_loadu_ps(m1, lin->bias + j + 16) : _mm512_setzero_ps();
+    __m512 b0, b1;
+    panel_start(lin, p, &m0, &m1, &b0, &b1);
     const float *panel = (const float *)lin->packed + (size_t)p * DMT_PANEL * lin->in;
     for (int i = 0; i < n; i += MR) {
         float *yi = y + (size_t)i * ldy + j;
@@ -184,11 +190,10 @@ static void panel_f32(const product *pr, int p) {
 }
 
 static void panel_bf16(float *y, int ldy, const uint32_t *xb, int n, const dmt_linear *lin, int p) {
-    int j = p * DMT_PANEL, cols = lin->out - j < DMT_PANEL ? lin->out - j : DMT_PANEL, pairs = pairs_of(lin->in);
+    int j = p * DMT_PANEL, pairs = pairs_of(lin->in);
     __mmask16 m0, m1;
-    panel_masks(cols, &m0, &m1);
-    __m512 b0 = lin->bias ? _mm512_maskz_loadu_ps(m0, lin->bias + j) : _mm512_setzero_ps();
-    __m512 b1 = lin->bias ? _mm512_maskz_loadu_ps(m1, lin->bias + j + 16) : _mm512_setzero_ps();
+    __m512 b0, b1;
+    panel_start(lin, p, &m0, &m1, &b0, &b1);
     const uint16_t *panel = (const uint16_t *)lin->packed + (size_t)p * DMT_PANEL * pairs * 2;
     for (int i = 0; i < n; i += MR) {
         float *yi = y + (size_t)i * ldy + j;

@@ -37,8 +37,8 @@ size_t dmt_gemm_packed_bytes(dmt_weight_layout layout, int out, int in);
 
 /* Packs rows [j0, j0 + rows) of a row-major float matrix w ([rows][in], row r is
  * output j0 + r) into dst, a buffer of dmt_gemm_packed_bytes(layout, out, in).
- * Rows never passed in stay as they were: callers start from zeroed memory. */
-void dmt_gemm_pack_rows(void *dst, dmt_weight_layout layout, int out, int in, int j0, int rows, const float *w);
+ * Rows never passed in stay as they were: callers zero the last panel's padding. */
+void dmt_gemm_pack_rows(void *dst, dmt_weight_layout layout, int in, int j0, int rows, const float *w);
 
 /* y[n][out] (row stride ldy) = x[n][in] (row stride ldx) W^T + b, for a packed lin.
  * threads > 1 splits the panels over that many OpenMP threads. */

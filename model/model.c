@@ -199,7 +199,7 @@ static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, in
             widen(L->rows, t, (size_t)j0 * in, (size_t)rows * in);
             src = L->rows;
         }
-        dmt_gemm_pack_rows(dst, layout, out, in, j0, rows, src);
+        dmt_gemm_pack_rows(dst, layout, in, j0, rows, src);
     }
     dmt_st_drop_range(t->data, t->nbytes);
     L->m->weight_bytes_memory += bytes;

@@ -41,7 +41,7 @@ static dmt_linear pack(dmt_weight_layout layout, const float *w, const float *b,
     void *p = aligned_alloc(64, bytes);
     memset(p, 0, bytes);
     for (int j0 = 0; j0 < out; j0 += DMT_PANEL)
-        dmt_gemm_pack_rows(p, layout, out, in, j0, out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL, w + (size_t)j0 * in);
+        dmt_gemm_pack_rows(p, layout, in, j0, out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL, w + (size_t)j0 * in);
     *mem = p;
     return (dmt_linear){.packed = p, .bias = b, .out = out, .in = in, .layout = layout};
 }
