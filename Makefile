@@ -85,9 +85,10 @@ clean:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
-# ---- evaluation: serve $(MODEL) on a free local port, score Multi30k test_2016_flickr
-# in all directions (BLEU/chrF2 as sacreBLEU), stop the server. Report and hypotheses
-# in $(BUILD)/eval/. Logic in scripts/eval_default.sh; docs/evaluation.md.
+# ---- evaluation: serve $(MODEL) on a free local port, score every test set (Multi30k
+# test_2016/2017, FLORES-101, Tatoeba, newstest; BLEU/chrF2 as sacreBLEU) and the
+# robustness report, stop the server. EVAL_SPLIT=test_2016_flickr: that split only.
+# Report and hypotheses in $(BUILD)/eval/. scripts/eval_default.sh; docs/evaluation.md.
 SHARED  ?= ../shared
 .PHONY: eval
 eval: deps
@@ -105,24 +106,40 @@ bench-bin: $(BENCH_BIN)
 
 # -- training (tools/train.py, docs/training.md) ---------------------------------
 # make train    (progress: tail -f $(RUN)/train.log)
-#               SentencePiece + multilingual training (en, de, fr, cs; 12 directions)
-#               for TRAIN_BUDGET (hours, or an end time HH:MM UTC), then export the
-#               best checkpoint to $(TRAIN_OUT) (not over models/default: compare first
-#               with `make eval MODEL=$(TRAIN_OUT)`). Resume an interrupted run with
-#               `make train TRAIN_ARGS=--resume`. Needs python3-torch, python3-sentencepiece.
+#               A joint SentencePiece vocabulary (16k, digits split) over Multi30k and
+#               the general-domain pairs, then multilingual training (en, de, fr, cs;
+#               12 Multi30k directions + en<->de/fr/cs general data with the robustness
+#               augmentation) for TRAIN_BUDGET (hours, or an end time HH:MM UTC), then
+#               export the best checkpoint to $(TRAIN_OUT) (not over models/default:
+#               compare first with `make eval MODEL=$(TRAIN_OUT)`). Resume with
+#               `make train TRAIN_ARGS=--resume`. Meant for a GPU (docs/training.md).
+# make train-continue
+#               The CPU path: continue models/default on the same data with its own
+#               vocabulary (numbers split into digits), from its weights.
 DATA         ?= ../shared/data/multi30k
+GENERAL      ?= ../shared/data/general
 RUN          ?= runs/main
 TRAIN_OUT    ?= $(RUN)/model
 TRAIN_BUDGET ?= 2.5
 TRAIN_ARGS   ?=
-.PHONY: train
+SPM          ?= runs/spm16k/spm
+.PHONY: train train-continue
 train: deps-train
 	@mkdir -p $(RUN)
-	test -f runs/spm/spm.model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --out runs/spm/spm
-	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --spm runs/spm/spm.model --run $(RUN) \
-	  --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
+	test -f $(SPM).model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --general $(GENERAL) \
+	  --vocab-size 16000 --split-digits --max-sentences 2000000 --out $(SPM)
+	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(SPM).model \
+	  --run $(RUN) --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --out $(TRAIN_OUT)
 	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)' and, if better, copy it over models/default"
+train-continue: deps-train
+	@mkdir -p $(RUN)
+	$(PYTHON) tools/train.py spm --derive-from $(MODEL)/sentencepiece.model --out $(RUN)/spm
+	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(RUN)/spm.model \
+	  --init-from $(MODEL) --run $(RUN) --time-budget $(TRAIN_BUDGET) --max-tokens 6000 --general-max-pieces 64 \
+	  $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
+	$(PYTHON) tools/train.py export --run $(RUN) --checkpoint $(RUN)/checkpoint.pt --out $(TRAIN_OUT)
+	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)'"
 
 # ---- containers: build docker/Dockerfile with podman (installed when missing), run it,
 # then 2 replicas behind nginx (docker/compose.yaml); TAP output. Takes minutes, needs

@@ -49,6 +49,8 @@ static void usage(FILE *f) {
             "      --max-len-b B\n"
             "      --min-len N          no end of sentence before N target tokens (default: the model's)\n"
             "      --no-repeat-ngram N  no n-gram of N tokens twice in a translation (0 = off)\n"
+            "      --max-repeats N      repetition guard: a unit of 1-8 tokens at most N times in a row\n"
+            "                           unless the source repeats it more (0 = off; default: config.json)\n"
             "      --batch-size N       sentences per batch (default 32)\n"
             "      --threads N          CPU threads in all (default: the number of cores)\n"
             "      --workers W          decoding threads, each taking whole batches (default: --threads);\n"
@@ -268,12 +270,12 @@ typedef struct {
     int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
-    int set_lp, set_a, set_b, set_min, set_ngram;
+    int set_lp, set_a, set_b, set_min, set_ngram, set_repeats, max_repeats;
 } args;
 
 /* 0, 1 for --help, -1 for a usage error (message printed). */
 static int parse_args(int argc, char **argv, args *a) {
-    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS, O_PRECISION };
+    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS, O_PRECISION };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
@@ -281,6 +283,7 @@ static int parse_args(int argc, char **argv, args *a) {
         {"scores", no_argument, 0, O_SCORES}, {"length-penalty", required_argument, 0, O_LP},
         {"max-len-a", required_argument, 0, O_A}, {"max-len-b", required_argument, 0, O_B},
         {"min-len", required_argument, 0, O_MIN}, {"no-repeat-ngram", required_argument, 0, O_NGRAM},
+        {"max-repeats", required_argument, 0, O_REPEATS},
         {"batch-size", required_argument, 0, O_BATCH}, {"threads", required_argument, 0, O_THREADS},
         {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
@@ -303,6 +306,7 @@ static int parse_args(int argc, char **argv, args *a) {
         case O_B: bad = parse_int(optarg, 0, 1000000, &a->max_len_b); a->set_b = 1; break;
         case O_MIN: bad = parse_int(optarg, 0, 1000000, &a->min_len); a->set_min = 1; break;
         case O_NGRAM: bad = parse_int(optarg, 0, 1000000, &a->ngram); a->set_ngram = 1; break;
+        case O_REPEATS: bad = parse_int(optarg, 0, 1000, &a->max_repeats); a->set_repeats = 1; break;
         case O_BATCH: bad = parse_int(optarg, 1, 100000, &a->batch_size); break;
         case O_THREADS: bad = parse_int(optarg, 1, 1024, &a->threads); break;
         case O_WORKERS: bad = parse_int(optarg, 1, 1024, &a->workers); break;
@@ -389,6 +393,7 @@ int cmd_translate(int argc, char **argv) {
     if (a.set_b) J.opt.max_len_b = a.max_len_b;
     if (a.set_min) J.opt.min_len = a.min_len;
     if (a.set_ngram) J.opt.no_repeat_ngram_size = a.ngram;
+    if (a.set_repeats) J.opt.max_repeats = a.max_repeats;
     if (dmt_beam_options_check(&J.opt, err, sizeof err)) {
         fprintf(stderr, "deepmt translate: %s\n", err);
         rc = 2;

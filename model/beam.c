@@ -28,7 +28,8 @@ dmt_beam_options dmt_beam_options_default(const dmt_config *cfg) {
                               .max_len_b = d->max_len_b,
                               .min_len = d->min_len,
                               .nbest = 1,
-                              .no_repeat_ngram_size = d->no_repeat_ngram_size};
+                              .no_repeat_ngram_size = d->no_repeat_ngram_size,
+                              .max_repeats = d->max_repeats};
 }
 
 int dmt_beam_options_check(const dmt_beam_options *o, char *err, size_t errlen) {
@@ -42,6 +43,7 @@ int dmt_beam_options_check(const dmt_beam_options *o, char *err, size_t errlen) 
     else if (o->nbest < 1 || o->nbest > o->beam_size) bad = "nbest must be between 1 and beam_size";
     else if (o->no_repeat_ngram_size < 0 || o->no_repeat_ngram_size > 1000000)
         bad = "no_repeat_ngram_size must be between 0 and 1000000 (0 = off)";
+    else if (o->max_repeats < 0 || o->max_repeats > 1000) bad = "max_repeats must be between 0 and 1000 (0 = off)";
     if (!bad) return 0;
     snprintf(err, errlen, bad, DMT_BEAM_MAX_SIZE);
     return -1;
@@ -73,6 +75,8 @@ typedef struct {
     const dmt_model *m;
     dmt_beam_options o;
     int n, k, V, L;             /* sentences, beam, vocab, longest max_len */
+    const int32_t *const *src;  /* [n] source ids (the repetition guard's exceptions) */
+    const int *src_len;         /* [n] including </s> */
     int width;                  /* rows per active sentence now: 1 (all in prefix) or k */
     /* per sentence */
     int *plen, *max_len;        /* prefix length (1 or 2), max generated tokens */
@@ -167,13 +171,42 @@ static int search_init(search *S, dmt_state *st, const dmt_model *m, int n, cons
 
 /* --------------------------------------------------------------- one step -- */
 
-/* Masks what may not come next on one beam: <pad>, <s>, </s> before min_len, and
- * tokens that would repeat an n-gram of hist[0..g). */
-static void mask_row(const search *S, float *row, const int32_t *hist, int g, int t) {
+/* 1 when seq[0..n) holds `copies` copies in a row of unit[0..p). */
+static int has_run(const int32_t *seq, int n, const int32_t *unit, int p, int copies) {
+    int need = p * copies;
+    for (int s = 0; s + need <= n; s++) {
+        int j = 0;
+        while (j < need && seq[s + j] == unit[j % p]) j++;
+        if (j == need) return 1;
+    }
+    return 0;
+}
+
+/* Repetition guard: hist[0..g) ending in R copies of a unit bans the unit's first
+ * token, unless the source has R+1 copies (numbers like 1000000, "!!!!", a copied
+ * "hahaha" stay possible). A few compares per beam unless a run is already there. */
+static void mask_repeats(const search *S, float *row, const int32_t *hist, int g, int i) {
+    int R = S->o.max_repeats;
+    const int32_t *src = S->src ? S->src[i] : NULL;
+    int n_src = src ? S->src_len[i] - 1 : 0; /* without </s> */
+    for (int p = 1; p <= DMT_REPEAT_MAX_UNIT && p * R <= g; p++) {
+        const int32_t *unit = hist + g - p;
+        int c = 1;
+        while (c < R && memcmp(hist + g - (c + 1) * p, unit, (size_t)p * sizeof *unit) == 0) c++;
+        if (c < R || row[unit[0]] == -INFINITY) continue;
+        if (!has_run(src, n_src, unit, p, R + 1)) row[unit[0]] = -INFINITY;
+    }
+}
+
+/* Masks what may not come next on one beam of sentence i: <pad>, <s>, </s> before
+ * min_len, the repetition guard's ban, and tokens that would repeat an n-gram of
+ * hist[0..g). */
+static void mask_row(const search *S, float *row, const int32_t *hist, int g, int t, int i) {
     const dmt_config *c = &S->m->cfg;
     if (c->pad_id != c->eos_id) row[c->pad_id] = -INFINITY;
     if (c->bos_id != c->eos_id) row[c->bos_id] = -INFINITY;
     if (t <= S->o.min_len) row[c->eos_id] = -INFINITY;
+    if (S->o.max_repeats > 0) mask_repeats(S, row, hist, g, i);
     int ng = S->o.no_repeat_ngram_size;
     if (ng <= 0 || g < ng - 1) return;
     const int32_t *tail = hist + g - (ng - 1);
@@ -252,7 +285,7 @@ static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
         float cum = S->cum[cur][r];
         if (!(cum > -INFINITY)) continue; /* empty slot */
         float *row = S->lp + r * V;
-        mask_row(S, row, S->hist[cur] + r * L, t - 1, t);
+        mask_row(S, row, S->hist[cur] + r * L, t - 1, t, i);
         S->count[j] = row_candidates(S, S->lists + (size_t)j * (2 * k + 1), row, cum, j, 2 * k + 1);
     }
     int nc = merge_candidates(S, 2 * k + 1); /* one past the 2k, for the gap at the edge */
@@ -370,7 +403,10 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
         }
     search S;
     int rc = -1, k = opt->beam_size;
-    if (search_init(&S, st, m, n, src_len, forced, opt) || alloc_outputs(&S, out)) {
+    int init_failed = search_init(&S, st, m, n, src_len, forced, opt);
+    S.src = src;
+    S.src_len = src_len;
+    if (init_failed || alloc_outputs(&S, out)) {
         snprintf(err, errlen, "out of memory for beam search over %d sentences x %d beams", n, k);
         goto done;
     }

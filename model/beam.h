@@ -16,6 +16,11 @@
  *   - <pad> and <s> are never generated; </s> only when t > min_len; with
  *     no_repeat_ngram_size n, a token that would repeat an n-gram of the generated
  *     tokens (forced token excluded) is not generated.
+ *   - repetition guard, max_repeats R > 0: when the generated tokens end with R
+ *     copies in a row of a unit u of p tokens (p = 1..DMT_REPEAT_MAX_UNIT), u's first
+ *     token is not generated (no R+1-th copy), unless the source (without </s>)
+ *     holds R+1 copies of u in a row. It stops degenerate loops ("m m m m ...",
+ *     "tags tags tags ...") and changes nothing else.
  *   - candidates: the 2k best (beam sum + log-prob) over k beams x vocab, best
  *     first; at t = 1 the k beams are one, so only beam 0's candidates count.
  *   - a </s> candidate among the first k finishes a hypothesis (until the sentence
@@ -39,6 +44,7 @@
 #include "model/forward.h"
 
 #define DMT_BEAM_MAX_SIZE 64 /* largest beam_size accepted */
+#define DMT_REPEAT_MAX_UNIT 8 /* longest repeated unit the repetition guard looks for */
 
 typedef struct {
     int beam_size;            /* k >= 1; 1 is greedy */
@@ -48,6 +54,7 @@ typedef struct {
     int min_len;              /* </s> is not allowed before this many generated tokens */
     int nbest;                /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
     int no_repeat_ngram_size; /* 0 = off; else no n-gram of this size appears twice */
+    int max_repeats;          /* repetition guard (see above); 0 = off */
 } dmt_beam_options;
 
 /* The decoding defaults of config.json's "decoding" (nbest 1). */

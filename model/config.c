@@ -101,7 +101,8 @@ static int parse_languages(json_t *root, dmt_config *c, char *err, size_t errlen
 }
 
 static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen) {
-    c->decoding = (dmt_decoding_defaults){4, 1.0f, 1.2f, 10, 1, 0};
+    c->decoding = (dmt_decoding_defaults){.beam_size = 4, .length_penalty = 1.0f, .max_len_a = 1.2f, .max_len_b = 10,
+                                          .min_len = 1, .no_repeat_ngram_size = 0, .max_repeats = 0};
     json_t *d = json_object_get(root, "decoding");
     if (!d) return 0;
     if (!json_is_object(d)) { snprintf(err, errlen, "config.json: \"decoding\" must be an object"); return -1; }
@@ -119,6 +120,8 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
     if ((v = json_object_get(d, "min_len")) && get_int(d, "min_len", &c->decoding.min_len, 0, err, errlen)) return -1;
     if ((v = json_object_get(d, "no_repeat_ngram_size")) &&
         get_int(d, "no_repeat_ngram_size", &c->decoding.no_repeat_ngram_size, 0, err, errlen)) return -1;
+    if ((v = json_object_get(d, "max_repeats")) && get_int(d, "max_repeats", &c->decoding.max_repeats, 0, err, errlen))
+        return -1;
     return 0;
 }
 

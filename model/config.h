@@ -30,6 +30,8 @@ typedef struct {
     int max_len_b;
     int min_len;              /* tokens before </s> may end a hypothesis */
     int no_repeat_ngram_size; /* 0 = off */
+    int max_repeats;          /* repetition guard: a unit of 1..8 tokens at most this many times
+                               * in a row unless the source has more (0 = off) */
 } dmt_decoding_defaults;
 
 typedef struct {

@@ -1,12 +1,16 @@
 #!/bin/sh
-# make eval: serve a model on a free local port, evaluate it on Multi30k
-# test_2016_flickr in all directions (scripts/evaluate.py), stop the server, even
-# when something fails. Prints the table; writes $EVAL_OUT/report.json and one
-# hypothesis file a direction into $EVAL_OUT.
+# make eval: serve a model on a free local port, evaluate it on every test set
+# (Multi30k test_2016/test_2017, FLORES-101 devtest, Tatoeba, newstest; all their
+# directions) with scripts/evaluate.py, run the robustness report
+# (scripts/robustness.py), stop the server, even when something fails. Prints the
+# tables; writes $EVAL_OUT/report.json, robustness.json and one hypothesis file a
+# set and direction into $EVAL_OUT.
 #
 # Environment (defaults): BUILD (build), MODEL (models/default), SHARED (../shared),
-# PYTHON (/usr/bin/python3), EVAL_OUT ($BUILD/eval), EVAL_SPLIT (test_2016_flickr),
-# EVAL_DIRECTIONS (all), EVAL_READY_TIMEOUT (120 s). Extra arguments go to evaluate.py,
+# PYTHON (/usr/bin/python3), EVAL_OUT ($BUILD/eval), EVAL_SPLIT (all; or one Multi30k
+# split such as test_2016_flickr, without the robustness report), EVAL_SETS (all, or
+# e.g. tatoeba,flores101), EVAL_DIRECTIONS (all), EVAL_ROBUSTNESS_LIMIT (300 sentences
+# a direction), EVAL_READY_TIMEOUT (120 s). Extra arguments go to evaluate.py,
 # e.g. scripts/eval_default.sh --limit 100 --concurrency 8
 set -u
 cd "$(dirname "$0")/.."
@@ -15,7 +19,9 @@ MODEL=${MODEL:-models/default}
 SHARED=${SHARED:-../shared}
 PYTHON=${PYTHON:-/usr/bin/python3}
 EVAL_OUT=${EVAL_OUT:-$BUILD/eval}
-EVAL_SPLIT=${EVAL_SPLIT:-test_2016_flickr}
+EVAL_SPLIT=${EVAL_SPLIT:-all}
+EVAL_SETS=${EVAL_SETS:-all}
+EVAL_ROBUSTNESS_LIMIT=${EVAL_ROBUSTNESS_LIMIT:-300}
 EVAL_DIRECTIONS=${EVAL_DIRECTIONS:-all}
 EVAL_READY_TIMEOUT=${EVAL_READY_TIMEOUT:-120}
 BIN=$BUILD/deepmt
@@ -70,8 +76,21 @@ while time.monotonic() < deadline:
 sys.exit(f"eval: {url}/ready did not answer 200 within {limit:.0f} s")
 PY
 
-"$PYTHON" scripts/evaluate.py --url "$URL" --multi30k "$DATA" --split "$EVAL_SPLIT" \
-    --directions "$EVAL_DIRECTIONS" --json "$EVAL_OUT/report.json" --hyp-dir "$EVAL_OUT" "$@"
-rc=$?
+if [ "$EVAL_SPLIT" = all ]; then
+    # every test set: Multi30k test_2016/test_2017 and the general-domain sets
+    # (FLORES-101 devtest, Tatoeba, newstest), then the robustness report
+    "$PYTHON" scripts/evaluate.py --url "$URL" --suite "$SHARED" --sets "$EVAL_SETS" \
+        --directions "$EVAL_DIRECTIONS" --json "$EVAL_OUT/report.json" --hyp-dir "$EVAL_OUT" "$@"
+    rc=$?
+    if [ $rc = 0 ] && [ -d "$SHARED/data/general/test" ]; then
+        "$PYTHON" scripts/robustness.py --url "$URL" --suite "$SHARED" --limit "$EVAL_ROBUSTNESS_LIMIT" \
+            --json "$EVAL_OUT/robustness.json"
+        rc=$?
+    fi
+else
+    "$PYTHON" scripts/evaluate.py --url "$URL" --multi30k "$DATA" --split "$EVAL_SPLIT" \
+        --directions "$EVAL_DIRECTIONS" --json "$EVAL_OUT/report.json" --hyp-dir "$EVAL_OUT" "$@"
+    rc=$?
+fi
 [ $rc = 0 ] && echo "eval: report in $EVAL_OUT/report.json" >&2
 exit $rc

@@ -80,8 +80,9 @@ def parse_direction(text, known=None):
 
 class Job:
     """One direction to evaluate: aligned source and reference lines."""
-    def __init__(self, src_lang, tgt_lang, src, ref, hyp_name, explicit=True):
+    def __init__(self, src_lang, tgt_lang, src, ref, hyp_name, explicit=True, test_set=None):
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.test_set = test_set
         self.direction = f"{src_lang}-{tgt_lang}"
         self.src, self.ref, self.hyp_name = src, ref, hyp_name
         self.explicit = explicit  # named by the user (an error) rather than from "all" (a skip)
@@ -93,9 +94,65 @@ def check_aligned(src, ref, src_path, ref_path):
                         f"{ref_path} has {len(ref)}", EXIT_USAGE)
 
 
+# The test sets `--suite DIR` knows, DIR being the shared data folder (with
+# data/multi30k and data/general): name -> [(direction, src path, ref path)] relative
+# to DIR/data. The general sets are described in data/general/README.md.
+def suite_sets(root):
+    m30k, gen = os.path.join(root, "multi30k"), os.path.join(root, "general", "test")
+    sets = {}
+    for split, langs in (("test_2016_flickr", LANGS), ("test_2017_flickr", ("en", "de", "fr"))):
+        sets[f"multi30k/{split}"] = [(f"{s}-{t}", os.path.join(m30k, f"{split}.{s}.gz"),
+                                      os.path.join(m30k, f"{split}.{t}.gz"))
+                                     for s, t in itertools.permutations(langs, 2)]
+    sets["flores101"] = [(f"{s}-{t}", os.path.join(gen, f"flores101.devtest.{s}"),
+                          os.path.join(gen, f"flores101.devtest.{t}")) for s, t in itertools.permutations(LANGS, 2)]
+    sets["tatoeba"] = [(f"{a}-{b}", os.path.join(gen, f"tatoeba.{p}.{a}"), os.path.join(gen, f"tatoeba.{p}.{b}"))
+                       for p in ("en-de", "en-fr", "en-cs") for a, b in (p.split("-"), p.split("-")[::-1])]
+    sets["newstest2014"] = [(f"{a}-{b}", os.path.join(gen, f"newstest2014.en-fr.{a}"),
+                             os.path.join(gen, f"newstest2014.en-fr.{b}")) for a, b in (("en", "fr"), ("fr", "en"))]
+    sets["newstest2020"] = [(f"{a}-{b}", os.path.join(gen, f"newstest2020.{a}-{b}.{a}"),
+                             os.path.join(gen, f"newstest2020.{a}-{b}.{b}")) for a, b in (("en", "de"), ("de", "en"))]
+    return sets
+
+
+def plan_suite(args):
+    """Jobs for --suite: every direction of every set asked for whose files exist."""
+    root = os.path.join(args.suite, "data")
+    if not os.path.isdir(root):
+        raise EvalError(f"no data folder at {root} (--suite takes the folder holding data/)", EXIT_USAGE)
+    sets = suite_sets(root)
+    names = list(sets) if args.sets == "all" else [n.strip() for n in args.sets.split(",") if n.strip()]
+    unknown = [n for n in names if n not in sets]
+    if unknown:
+        raise EvalError(f"unknown test set(s) {', '.join(unknown)} (known: {', '.join(sets)})", EXIT_USAGE)
+    wanted = None if args.directions.strip() == "all" else \
+        {"-".join(parse_direction(d)) for d in args.directions.split(",") if d.strip()}
+    jobs, skipped, cache = [], [], {}
+    for name in names:
+        for direction, sp, rp in sets[name]:
+            if wanted is not None and direction not in wanted:
+                continue
+            missing = [p for p in (sp, rp) if not os.path.isfile(p)]
+            if missing:
+                skipped.append((f"{name} {direction}", f"no {', '.join(missing)}"))
+                continue
+            for p in (sp, rp):
+                if p not in cache:
+                    cache[p] = read_lines(p)
+            check_aligned(cache[sp], cache[rp], sp, rp)
+            s, t = direction.split("-")
+            jobs.append(Job(s, t, cache[sp][:args.limit], cache[rp][:args.limit],
+                            f"{name.replace('/', '.')}.{direction}.hyp", False, test_set=name))
+    if not jobs:
+        raise EvalError(f"nothing to evaluate under {root}", EXIT_USAGE)
+    return jobs, skipped
+
+
 def plan_jobs(args):
     """The jobs to run and the (direction, reason) pairs skipped."""
     limit = args.limit
+    if args.suite:
+        return plan_suite(args)
     if args.src or args.ref or args.direction:
         if not (args.src and args.ref and args.direction):
             raise EvalError("--src, --ref and --direction go together", EXIT_USAGE)
@@ -379,6 +436,7 @@ def evaluate(args, jobs, skipped, client, report):
         b = bleu.corpus_bleu(hyps, job.ref)
         c = bleu.corpus_chrf(hyps, job.ref)
         row = {
+            "set": job.test_set or report.get("split") or "files",
             "direction": job.direction, "source": job.src_lang, "target": job.tgt_lang,
             "sentences": len(hyps), "bleu": b["score"], "chrf": c["score"],
             "bleu_counts": b["counts"], "bleu_totals": b["totals"], "bleu_bp": b["bp"],
@@ -397,6 +455,19 @@ def evaluate(args, jobs, skipped, client, report):
 def print_table(report, out=sys.stdout):
     rows = report["directions"]
     if not rows:
+        return
+    sets = list(dict.fromkeys(r["set"] for r in rows))
+    if len(sets) > 1:   # one table a test set, then the per-set means
+        for name in sets:
+            out.write(f"== {name}\n")
+            print_table(dict(report, directions=[r for r in rows if r["set"] == name], skipped=[]), out)
+        out.write(f"{'set':<28} {'BLEU':>6} {'chrF':>6} {'directions':>10}\n")
+        for name in sets:
+            rs = [r for r in rows if r["set"] == name]
+            out.write(f"{name:<28} {sum(r['bleu'] for r in rs) / len(rs):6.2f} "
+                      f"{sum(r['chrf'] for r in rs) / len(rs):6.2f} {len(rs):10d}\n")
+        for d in report["skipped"]:
+            out.write(f"{d['direction']:<10} skipped: {d['reason']}\n")
         return
     out.write(f"{'direction':<10} {'BLEU':>6} {'chrF':>6} {'sentences':>9} {'seconds':>8} {'sent/s':>8}\n")
     for r in rows:
@@ -448,6 +519,11 @@ def parse_args(argv):
     g.add_argument("--split", default="test_2016_flickr", help="default: %(default)s")
     g.add_argument("--directions", default="all",
                    help="comma-separated SRC-TGT list over en,de,fr,cs, or 'all' (default)")
+    g = ap.add_argument_group("every test set (Multi30k and general-domain)")
+    g.add_argument("--suite", metavar="DIR", help="the shared folder holding data/multi30k and data/general")
+    g.add_argument("--sets", default="all",
+                   help="comma-separated: multi30k/test_2016_flickr, multi30k/test_2017_flickr, flores101, "
+                        "tatoeba, newstest2014, newstest2020, or 'all' (default); --directions filters")
     g = ap.add_argument_group("server and run")
     g.add_argument("--url", default="http://127.0.0.1:5000", help="default: %(default)s")
     g.add_argument("--api-key", help="sent as api_key in each request")
@@ -461,8 +537,8 @@ def parse_args(argv):
     g.add_argument("--json", metavar="FILE", help="write a JSON report here")
     g.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
-    if bool(args.multi30k) == bool(args.src or args.ref or args.direction):
-        ap.error("give either --src/--ref/--direction or --multi30k")
+    if (bool(args.multi30k) + bool(args.suite) + bool(args.src or args.ref or args.direction)) != 1:
+        ap.error("give one of --src/--ref/--direction, --multi30k or --suite")
     if args.retries < 0:
         ap.error("--retries must be 0 or more")
     return args
@@ -472,7 +548,7 @@ def main(argv=None):
     args = parse_args(argv)
     report = {
         "tool": "deepmt scripts/evaluate.py", "url": args.url,
-        "mode": "multi30k" if args.multi30k else "files",
+        "mode": "suite" if args.suite else "multi30k" if args.multi30k else "files",
         "split": args.split if args.multi30k else None,
         "batch_size": args.batch_size, "concurrency": args.concurrency, "limit": args.limit,
         "bleu_signature": bleu.bleu_signature(1), "chrf_signature": bleu.chrf_signature(1),

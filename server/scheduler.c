@@ -94,7 +94,7 @@ dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics) 
 static int same_options(const dmt_beam_options *a, const dmt_beam_options *b) {
     return a->beam_size == b->beam_size && a->length_penalty == b->length_penalty && a->max_len_a == b->max_len_a &&
            a->max_len_b == b->max_len_b && a->min_len == b->min_len && a->nbest == b->nbest &&
-           a->no_repeat_ngram_size == b->no_repeat_ngram_size;
+           a->no_repeat_ngram_size == b->no_repeat_ngram_size && a->max_repeats == b->max_repeats;
 }
 
 /* Marks one job of w finished; returns 1 when it was the last one. */

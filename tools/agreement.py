@@ -78,7 +78,8 @@ def main():
     dec = model.cfg.get("decoding", {})
     opt = Options(beam_size=args.beam, length_penalty=dec.get("length_penalty", 1.0),
                   max_len_a=dec.get("max_len_a", 1.2), max_len_b=dec.get("max_len_b", 10),
-                  min_len=dec.get("min_len", 1), no_repeat_ngram_size=dec.get("no_repeat_ngram_size", 0))
+                  min_len=dec.get("min_len", 1), no_repeat_ngram_size=dec.get("no_repeat_ngram_size", 0),
+                  max_repeats=dec.get("max_repeats", 0))
     total = same = 0
     for direction in args.directions.split(","):
         source, target = direction.split("-")

@@ -13,6 +13,7 @@ encoder reads `pieces </s>`, the decoder input is `</s> __tgt__ y` and the targe
 import argparse
 import datetime as dt
 import importlib.util
+import json
 import math
 import os
 import signal
@@ -152,10 +153,29 @@ def greedy(model, src_rows, tag_id, max_a=1.2, max_b=10):
     return res
 
 
+def multi30k_val_sets(val, val_text, n):
+    """Validation sets [(name, src ids, tgt ids, tgt texts, tgt lang)] on Multi30k val."""
+    return [(f"{s}-{t}", val[s][:n], val[t][:n], val_text[t][:n], t) for s, t in VAL_DIRECTIONS]
+
+
+def general_val_sets(sp, general_dir, n, max_len=128):
+    """Validation sets on the general dev data (news; en-cs also Tatoeba), both directions:
+    named g:en-de etc. Lines are taken evenly over the file (the en-cs file ends with Tatoeba)."""
+    sets = []
+    for (a, b), (la, lb) in D.read_general(general_dir, "dev").items():
+        step = max(1, len(la) // n)
+        la, lb = la[::step][:n], lb[::step][:n]
+        ia = [x[:max_len] for x in sp.encode(la, out_type=int)]
+        ib = [x[:max_len] for x in sp.encode(lb, out_type=int)]
+        sets.append((f"g:{a}-{b}", ia, ib, lb, b))
+        sets.append((f"g:{b}-{a}", ib, ia, la, a))
+    return sets
+
+
 @torch.no_grad()
-def validate(model, sp, val, val_text, n, bleu_fn, batch=50, amp=None):
-    """Greedy BLEU (against the raw val text) and teacher-forced NLL on the first n val
-    lines in VAL_DIRECTIONS.
+def validate(model, sp, sets, bleu_fn, batch=50, amp=None):
+    """Greedy BLEU (against the raw target text) and teacher-forced NLL on each
+    validation set (see multi30k_val_sets).
 
     Also the *source gain*: the NLL with each target paired with another line's source
     minus the true NLL. A model that ignores its source (an encoder collapsed into a
@@ -166,11 +186,12 @@ def validate(model, sp, val, val_text, n, bleu_fn, batch=50, amp=None):
     dev = model.output_weight().device
     ids = D.lang_ids(sp)
     scores, nll_sum, wrong_sum, tok = {}, 0.0, 0.0, 0
-    for s, t in VAL_DIRECTIONS:
+    for name, src_rows, tgt_rows, tgt_text, t in sets:
         hyps, refs = [], []
+        n = len(src_rows)
         for a in range(0, n, batch):
-            rows = val[s][a:a + batch]
-            tg = val[t][a:a + batch]
+            rows = src_rows[a:a + batch]
+            tg = tgt_rows[a:a + batch]
             src = D.pad([list(r) + [D.EOS] for r in rows])
             prev = D.pad([[D.EOS, ids[t]] + list(y) for y in tg])
             tgt = D.pad([[ids[t]] + list(y) + [D.EOS] for y in tg])
@@ -181,9 +202,9 @@ def validate(model, sp, val, val_text, n, bleu_fn, batch=50, amp=None):
                 _, wrong = forward_loss(model, src.roll(1, 0), prev, scored, targets, 1, 0.0)
                 hyps += [sp.decode(h) for h in greedy(model, rows, ids[t])]
             nll_sum, wrong_sum, tok = nll_sum + float(nl), wrong_sum + float(wrong), tok + len(scored)
-            refs += val_text[t][a:a + batch]
-        scores[f"{s}-{t}"] = float(bleu_fn(hyps, refs)["score"])
-        scores[f"{s}-{t}:example"] = hyps[0]
+            refs += tgt_text[a:a + batch]
+        scores[name] = float(bleu_fn(hyps, refs)["score"])
+        scores[f"{name}:example"] = hyps[0]
     model.train()
     scores["source_gain"] = (wrong_sum - nll_sum) / max(tok, 1)
     return scores, nll_sum / max(tok, 1)
@@ -205,7 +226,13 @@ def pick_device(name):
 
 # -- subcommands ---------------------------------------------------------------------
 def cmd_spm(args):
-    p = D.train_spm(args.data, args.out, args.vocab_size)
+    if args.derive_from:
+        p = args.out + ".model"
+        n = D.split_digits_vocab(args.derive_from, p)
+        log(f"wrote {p}: {args.derive_from} with {n} multi-digit pieces disabled (digits split)")
+    else:
+        p = D.train_spm(args.data, args.out, args.vocab_size, general_dir=args.general,
+                        split_digits=args.split_digits, max_sentences=args.max_sentences)
     import sentencepiece as spm
     sp = spm.SentencePieceProcessor(model_file=p)
     log(f"wrote {p}: {sp.get_piece_size()} pieces; language tokens {D.lang_ids(sp)}")
@@ -229,6 +256,18 @@ def cmd_train(args):
     train = D.encode_split(sp, args.data, "train", cache, args.max_len)
     val = D.encode_split(sp, args.data, "val", cache, args.max_len)
     val_text = D.read_split(args.data, "val")
+    val_sets = multi30k_val_sets(val, val_text, args.val_lines)
+    general = None
+    if args.general:
+        # General-domain pairs (both directions) mixed with Multi30k, balanced by
+        # temperature sampling, plus the robustness augmentation (tools/dmt/data.py).
+        general = D.encode_general(sp, args.general, cache, args.max_len)
+        if not general:
+            raise SystemExit(f"train: no general-domain pairs under {args.general}/train")
+        texts = D.read_general(args.general, "train")
+        log("general data: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in general.items()))
+        if args.general_val_lines:
+            val_sets += general_val_sets(sp, args.general, args.general_val_lines, args.max_len)
     bleu_fn, bleu_name = load_bleu()
     log(f"validation BLEU: {bleu_name}")
     ids = D.lang_ids(sp)
@@ -244,6 +283,7 @@ def cmd_train(args):
         init = modeldir.load(args.init_from)
         cfg = {k: v for k, v in init.cfg.items() if k != "source"}
         init_step = int(init.cfg.get("source", {}).get("step", 0))
+        cfg["source"] = {"recipe": "tools/train.py", "init_from": args.init_from}
         log(f"initialised from {args.init_from} (step {init_step})")
     elif args.resume:
         path = args.resume if isinstance(args.resume, str) and args.resume else ckpt_path
@@ -252,6 +292,10 @@ def cmd_train(args):
         log(f"resuming from {path} at step {state['step']}")
     else:
         cfg = model_config(args, sp)
+    if general is not None:
+        cfg["source"] = dict(cfg.get("source") or {}, recipe="tools/train.py",
+                             data="multi30k task1 train (12 directions) + general-domain en-de, en-fr, en-cs "
+                                  "(both directions; Tatoeba, WMT news), case and pass-through augmentation")
     model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
                         activation_dropout=args.activation_dropout)
     if init is None and not state:
@@ -261,6 +305,30 @@ def cmd_train(args):
     opt_kw = {"fused": True} if dev.type == "cuda" else {}
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, betas=(0.9, 0.98), eps=1e-8, **opt_kw)
     batcher = D.Batcher(train, args.max_tokens, seed=args.seed + init_step)  # new order when continuing
+    pairs = None
+    if general is not None:
+        pairs = D.PairBatcher(sp, general, texts, args.max_tokens, args.max_len,
+                              epoch_examples=args.general_examples, temperature=args.temperature,
+                              case_share=args.case_share, span_share=args.span_share,
+                              keep_below=args.general_max_pieces)
+        pairs.rng = batcher.rng  # one generator: the saved epoch_rng covers both
+
+    def new_epoch():
+        """Multi30k batches (3 targets per source), then -- with general data -- the
+        pair batches, shuffled together. Items: (n_targets, batch)."""
+        out = [(len(D.LANGS) - 1, b) for b in batcher.epoch()]
+        if pairs is None:
+            return out
+        out += [(1, b) for b in pairs.epoch(ids)]
+        order = batcher.rng.permutation(len(out))
+        mix = dict(pairs.last_mix)
+        mix["multi30k"] = {"batches": sum(1 for n, _ in out if n > 1)}
+        log(f"epoch mix: {mix}")
+        for problem in D.check_mix(pairs.last_mix, args.min_direction_share):
+            log(f"warning: direction drowned: {problem}")
+        with open(os.path.join(args.run, "mix.json"), "w") as f:
+            json.dump(mix, f, indent=1)
+        return [out[i] for i in order]
     if init is not None:
         model.load_state_dict(init.state_dict())
         hours = float(init.cfg.get("source", {}).get("train_hours", 0))
@@ -279,7 +347,7 @@ def cmd_train(args):
     if not state and not os.path.exists(curve):
             with open(curve, "w") as f:
                 f.write("step,wall_hours,cpu_hours,target_tokens,train_loss,train_nll,val_nll,val_bleu,source_gain,"
-                        + ",".join(f"bleu_{s}-{t}" for s, t in VAL_DIRECTIONS) + "\n")
+                        + ",".join(f"bleu_{v[0]}" for v in val_sets) + "\n")
     model.train()
     nparam = sum(p.numel() for p in model.parameters())
     log(f"model {cfg['encoder_layers']}+{cfg['decoder_layers']} d{cfg['d_model']} ffn{cfg['ffn_dim']} "
@@ -290,7 +358,7 @@ def cmd_train(args):
         log(f"time budget ends {dt.datetime.fromtimestamp(end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
 
     epoch_rng = batcher.rng.bit_generator.state
-    batches = batcher.epoch()
+    batches = new_epoch()
     cpu_start = time.process_time()
     seg_start = time.time()
     last_ckpt = last_val = time.time()
@@ -317,17 +385,16 @@ def cmd_train(args):
     def run_validation(last_loss, last_nll):
         nonlocal best, val_cost
         t0 = time.time()
-        scores, vnll = validate(model, sp, val, val_text, args.val_lines, bleu_fn,
-                                batch=args.val_batch, amp=amp)
-        bl = [scores[f"{s}-{t}"] for s, t in VAL_DIRECTIONS]
+        scores, vnll = validate(model, sp, val_sets, bleu_fn, batch=args.val_batch, amp=amp)
+        bl = [scores[v[0]] for v in val_sets]
         mean = sum(bl) / len(bl)
         with open(curve, "a") as f:
             f.write(f"{step},{elapsed() / 3600:.4f},{cpu_hours():.4f},{tokens_seen},{last_loss:.4f},"
                     f"{last_nll:.4f},{vnll:.4f},{mean:.2f},{scores['source_gain']:.4f}," + ",".join(f"{b:.2f}" for b in bl) + "\n")
         log(f"valid step {step} | val_nll {vnll:.3f} | source gain {scores['source_gain']:.3f} | BLEU ({bleu_name}) mean {mean:.2f} | "
-            + " ".join(f"{s}-{t} {scores[f'{s}-{t}']:.2f}" for s, t in VAL_DIRECTIONS))
-        for s, t in VAL_DIRECTIONS[:2]:
-            log(f"  {s}-{t}: {scores[f'{s}-{t}:example']}")
+            + " ".join(f"{v[0]} {scores[v[0]]:.2f}" for v in val_sets))
+        for v in val_sets[:2] + [v for v in val_sets if v[0].startswith("g:")][:2]:
+            log(f"  {v[0]}: {scores[v[0] + ':example']}")
         if mean > best:
             best = mean
             checkpoint(best_path)
@@ -351,7 +418,7 @@ def cmd_train(args):
         if bidx >= len(batches):
             epoch, bidx = epoch + 1, 0
             epoch_rng = batcher.rng.bit_generator.state
-            batches = batcher.epoch()
+            batches = new_epoch()
         now = time.time()
         if end and now + val_cost >= end:
             log("time budget reached")
@@ -360,7 +427,8 @@ def cmd_train(args):
             break
         # The batch is built and indexed on the CPU while the device runs the previous
         # step: nothing in a step waits on the device, only the logging below does.
-        src, prev, tgt = batcher.tensors(batches[bidx], ids)
+        n_tgt, batch = batches[bidx]
+        src, prev, tgt = batcher.tensors(batch, ids) if n_tgt > 1 else D.PairBatcher.tensors(batch)
         scored, targets = D.scored_positions(tgt)
         ntok = len(scored)
         src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
@@ -370,8 +438,7 @@ def cmd_train(args):
         for g in opt.param_groups:
             g["lr"] = lr
         with amp_context(dev, amp):
-            loss, nll = forward_loss(model, src, prev, scored, targets, len(D.LANGS) - 1,
-                                     args.label_smoothing)
+            loss, nll = forward_loss(model, src, prev, scored, targets, n_tgt, args.label_smoothing)
         opt.zero_grad(set_to_none=True)
         (loss / ntok).backward()
         if args.clip_norm > 0:
@@ -433,6 +500,11 @@ def main(argv=None):
     p.add_argument("--data", default=os.path.join(ROOT, "..", "shared", "data", "multi30k"))
     p.add_argument("--out", default="runs/spm/spm", help="model prefix (writes PREFIX.model/.vocab)")
     p.add_argument("--vocab-size", type=int, default=8000)
+    p.add_argument("--general", metavar="DIR", help="also learn from the general-domain pairs under DIR/train")
+    p.add_argument("--split-digits", action="store_true", help="one piece per digit")
+    p.add_argument("--max-sentences", type=int, default=0, help="sample at most this many lines (0: all)")
+    p.add_argument("--derive-from", metavar="SPM_MODEL",
+                   help="instead of training: copy SPM_MODEL with numbers split into digits (same ids)")
     p.set_defaults(fn=cmd_spm)
 
     p = sub.add_parser("train", help="train (or resume) a model")
@@ -470,6 +542,19 @@ def main(argv=None):
                    help="autocast: auto = bf16 on cuda, none on cpu")
     p.add_argument("--val-batch", type=int, default=50, help="validation sentences per batch")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--general", metavar="DIR",
+                   help="also train on general-domain pairs (../shared/data/general): DIR/train/en-de.{en,de}.gz ...")
+    p.add_argument("--general-examples", type=int, default=400000,
+                   help="directed general examples sampled per epoch (one Multi30k epoch rides along)")
+    p.add_argument("--temperature", type=float, default=2.0,
+                   help="direction sampling weight n^(1/T): 1 = as in the data, higher = flatter")
+    p.add_argument("--case-share", type=float, default=0.05, help="extra re-cased pairs (UPPER/lower/Title)")
+    p.add_argument("--span-share", type=float, default=0.05, help="extra pairs with a pass-through span")
+    p.add_argument("--min-direction-share", type=float, default=0.08,
+                   help="warn when a direction gets less than this share of general target tokens")
+    p.add_argument("--general-val-lines", type=int, default=100, help="dev lines per general direction")
+    p.add_argument("--general-max-pieces", type=int, default=0,
+                   help="only general pairs with both sides shorter than this (0: all; a cheaper CPU run)")
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("export", help="write a model directory")

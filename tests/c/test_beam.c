@@ -328,6 +328,144 @@ static int has_repeated_ngram(const dmt_hypothesis *h, int n) {
     return 0;
 }
 
+/* Longest run of one unit (1..DMT_REPEAT_MAX_UNIT tokens) in tok[0..n): the most
+ * copies in a row of any unit, as a count. *unit_len gets the unit's length. */
+static int longest_repeat(const int32_t *tok, int n, int *unit_len) {
+    int best = n > 0, best_p = 1;
+    for (int p = 1; p <= DMT_REPEAT_MAX_UNIT; p++)
+        for (int st = 0; st + p <= n; st++) {
+            int c = 1;
+            while (st + (c + 1) * p <= n && !memcmp(tok + st, tok + st + c * p, (size_t)p * sizeof *tok)) c++;
+            if (c > best) { best = c; best_p = p; }
+        }
+    if (unit_len) *unit_len = best_p;
+    return best;
+}
+
+/* 1 when greedy output h has R copies of a unit followed by the unit's first token:
+ * the only place the repetition guard can act on a greedy search. */
+static int guard_would_act(const dmt_hypothesis *h, int R) {
+    for (int g = 1; g <= h->n_tokens; g++)         /* g tokens generated, next is tokens[g] or </s> */
+        for (int p = 1; p <= DMT_REPEAT_MAX_UNIT && p * R <= g; p++) {
+            const int32_t *unit = h->tokens + g - p;
+            int c = 1;
+            while (c < R && !memcmp(h->tokens + g - (c + 1) * p, unit, (size_t)p * sizeof *unit)) c++;
+            if (c == R && g < h->n_tokens && h->tokens[g] == unit[0]) return 1;
+        }
+    return 0;
+}
+
+/* The repetition guard (max_repeats): this random model loops when it may not stop
+ * (min_len), so without the guard some outputs hold 3+ copies of a unit in a row;
+ * with max_repeats 2 none does (its sources have no such runs), and a greedy output
+ * the guard never had to act on is unchanged. */
+static void repeat_guard_tests(const dmt_model *m, dmt_state *s) {
+    const dmt_config *c = &m->cfg;
+    char err[256];
+    batch b;
+    random_batch(&b, 16, c, 30);
+    dmt_nbest off[16], on[16];
+    int src_runs = 0;
+    for (int i = 0; i < b.n; i++) src_runs += longest_repeat(b.src[i], b.len[i] - 1, NULL) > 2;
+    CHECK(src_runs == 0, "repeat guard: the random sources have no unit 3 times in a row", "%d do", src_runs);
+    for (int beam = 1; beam <= 4; beam += 3) {
+        dmt_beam_options o = dmt_beam_options_default(c);
+        o.beam_size = beam; o.nbest = beam; o.max_len_a = 2.0f; o.min_len = 20;
+        o.max_repeats = 0;
+        int ok = run(s, &b, &o, off, err, sizeof err) == 0;
+        o.max_repeats = 2;
+        ok = ok && run(s, &b, &o, on, err, sizeof err) == 0;
+        int loops_off = 0, loops_on = 0, worst = 0, changed = 0;
+        for (int i = 0; ok && i < b.n; i++) {
+            for (int r = 0; r < off[i].n; r++) loops_off += longest_repeat(off[i].hyps[r].tokens, off[i].hyps[r].n_tokens, NULL) > 2;
+            for (int r = 0; r < on[i].n; r++) {
+                int run_len = longest_repeat(on[i].hyps[r].tokens, on[i].hyps[r].n_tokens, NULL);
+                loops_on += run_len > 2;
+                if (run_len > worst) worst = run_len;
+            }
+            changed += !same_nbest(&off[i], &on[i]);
+        }
+        CHECK(ok && loops_off > 0, "repeat guard off: this model loops (a unit 3+ times in a row)", "beam %d: %d hypotheses", beam, loops_off);
+        CHECK(ok && loops_on == 0, "repeat guard max_repeats 2: no unit 3 times in a row", "beam %d: %d hypotheses, longest run %d", beam, loops_on, worst);
+        CHECK(ok && changed > 0 && changed <= b.n, "repeat guard changes the looping outputs", "beam %d: %d of %d lists changed", beam, changed, b.n);
+        clear_all(off, b.n);
+        clear_all(on, b.n);
+    }
+    {   /* default lengths: most greedy outputs never meet the guard and must not change */
+        batch g;
+        random_batch(&g, 32, c, 30);
+        dmt_nbest goff[32], gon[32];
+        dmt_beam_options o = dmt_beam_options_default(c);
+        o.beam_size = 1; o.max_repeats = 0;
+        int ok = run(s, &g, &o, goff, err, sizeof err) == 0;
+        o.max_repeats = 2;
+        ok = ok && run(s, &g, &o, gon, err, sizeof err) == 0;
+        int untouched = 0, same = 0, acted = 0;
+        for (int i = 0; ok && i < g.n; i++) {
+            if (guard_would_act(&goff[i].hyps[0], 2)) { acted++; continue; }
+            untouched++;
+            same += same_hyp(&goff[i].hyps[0], &gon[i].hyps[0]);
+        }
+        CHECK(ok && untouched > 0 && same == untouched, "repeat guard: greedy outputs it never acted on are unchanged",
+              "%d of %d identical (%d outputs it acted on)", same, untouched, acted);
+        if (ok) { clear_all(goff, g.n); clear_all(gon, g.n); }
+        batch_free(&g);
+    }
+    /* The exception: runs the source holds stay allowed. A source is grown from a
+     * looping sentence by appending its own unguarded output (runs included) until the
+     * unguarded output's every run of 3 is also in the source; the guarded output must
+     * then be the same. */
+    dmt_beam_options o = dmt_beam_options_default(c);
+    o.beam_size = 1; o.max_len_a = 1.0f; o.max_len_b = 0; o.min_len = 15;
+    int tried = 0, checked = 0, same = 0;
+    for (int i = 0; i < b.n && checked < 3; i++) {
+        int len = b.len[i];
+        int32_t src[64];
+        memcpy(src, b.src[i], (size_t)len * sizeof *src);
+        for (int round = 0; round < 4; round++) {
+            const int32_t *srcs[1] = {src};
+            dmt_nbest a1, a2;
+            o.max_repeats = 0;
+            if (dmt_beam_search(s, 1, srcs, &len, &b.forced[i], &o, &a1, err, sizeof err)) break;
+            const dmt_hypothesis *x = &a1.hyps[0];
+            int loops = longest_repeat(x->tokens, x->n_tokens, NULL) > 2, supported = 1;
+            for (int g = 2; g < x->n_tokens && supported; g++) /* every place the guard could act */
+                for (int p = 1; p <= DMT_REPEAT_MAX_UNIT && 2 * p <= g; p++) {
+                    const int32_t *unit = x->tokens + g - p;
+                    if (memcmp(x->tokens + g - 2 * p, unit, (size_t)p * sizeof *unit) || x->tokens[g] != unit[0]) continue;
+                    int seen = 0;
+                    for (int st = 0; st + 3 * p <= len - 1 && !seen; st++) {
+                        int j = 0;
+                        while (j < 3 * p && src[st + j] == unit[j % p]) j++;
+                        seen = j == 3 * p;
+                    }
+                    if (!seen) { supported = 0; break; }
+                }
+            if (round == 0 && !loops) { dmt_nbest_clear(&a1); break; }
+            tried += round == 0;
+            if (supported && loops) {
+                o.max_repeats = 2;
+                if (!dmt_beam_search(s, 1, srcs, &len, &b.forced[i], &o, &a2, err, sizeof err)) {
+                    checked++;
+                    same += same_hyp(&a1.hyps[0], &a2.hyps[0]);
+                    dmt_nbest_clear(&a2);
+                }
+                dmt_nbest_clear(&a1);
+                break;
+            }
+            if (len - 1 + x->n_tokens + 1 > 60) { dmt_nbest_clear(&a1); break; } /* max_positions 64 */
+            memcpy(src + len - 1, x->tokens, (size_t)x->n_tokens * sizeof *src);
+            len += x->n_tokens;
+            src[len - 1] = c->eos_id;
+            dmt_nbest_clear(&a1);
+        }
+    }
+    if (checked == 0) SKIP("repeat guard exception: no looping sentence's runs could be copied into its source");
+    else CHECK(same == checked, "repeat guard: a run the source holds is allowed (output unchanged)",
+               "%d of %d unchanged (%d looping sentences tried)", same, checked, tried);
+    batch_free(&b);
+}
+
 static void property_tests(const dmt_model *m, dmt_state *s) {
     const dmt_config *c = &m->cfg;
     char err[256];
@@ -409,6 +547,7 @@ static void property_tests(const dmt_model *m, dmt_state *s) {
         {"max_len_b < 0", "max_len_b", {.beam_size = 2, .nbest = 1, .max_len_b = -1}},
         {"min_len < 0", "min_len", {.beam_size = 2, .nbest = 1, .min_len = -1}},
         {"no_repeat_ngram_size < 0", "no_repeat_ngram_size", {.beam_size = 2, .nbest = 1, .no_repeat_ngram_size = -2}},
+        {"max_repeats < 0", "max_repeats", {.beam_size = 2, .nbest = 1, .max_repeats = -1}},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char what[128];
@@ -534,6 +673,7 @@ int main(void) {
         greedy_test(m, s);
         fan_out_test(m, s);
         property_tests(m, s);
+        repeat_guard_tests(m, s);
         single_vs_batch_test(m, s);
         dmt_state_free(s);
         dmt_model_free(m);

@@ -320,6 +320,65 @@ def check_multi30k(srv, tmp):
            "split with no files: message, exit 2", show(p))
 
 
+def check_suite(srv, tmp):
+    """--suite: every test set whose files exist, one table a set; and the robustness
+    report (scripts/robustness.py) on the same fake data, whose 'translation' keeps
+    digits, spans and case-insensitive text (upper-casing) but one sentence loops."""
+    root = os.path.join(tmp, "shared")
+    m30k, gen = os.path.join(root, "data", "multi30k"), os.path.join(root, "data", "general", "test")
+    os.makedirs(m30k)
+    os.makedirs(gen)
+    for lang in LANGS:
+        write(os.path.join(m30k, f"test_2016_flickr.{lang}.gz"), [f"{lang} caption {i}" for i in range(4)], gz=True)
+        write(os.path.join(gen, f"flores101.devtest.{lang}"), [f"{lang} wiki {i} in 2024" for i in range(3)])
+    for a, b in (("en", "de"), ("en", "fr")):
+        for lang in (a, b):
+            write(os.path.join(gen, f"tatoeba.{a}-{b}.{lang}"),
+                  [f"{lang} everyday {i}." for i in range(5)] + ["loop here."])
+    srv.reset()
+    srv.httpd.table = {}
+    srv.httpd.translate = lambda q, s_, t_: ("LOOOOOP" if q.lower().startswith("loop") else q.upper())
+    rep, hyps = os.path.join(tmp, "suite.json"), os.path.join(tmp, "suite-hyp")
+    p = run_eval("--suite", root, "--url", srv.url, "--json", rep, "--hyp-dir", hyps, "--quiet")
+    try:
+        with open(rep, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = {"directions": []}
+    sets = {}
+    for r in report["directions"]:
+        sets.setdefault(r["set"], []).append(r["direction"])
+    tap.ok(p.returncode == 0 and len(sets.get("multi30k/test_2016_flickr", [])) == 12
+           and len(sets.get("flores101", [])) == 12 and sorted(sets.get("tatoeba", [])) == ["de-en", "en-de", "en-fr", "fr-en"],
+           "--suite: every direction of every set present (Multi30k 12, FLORES 12, Tatoeba 4)", f"{sets}\n{show(p)}")
+    tap.ok("== flores101" in p.stdout and "tatoeba" in p.stdout.split("== tatoeba")[-1],
+           "--suite prints a table a set and the per-set means", p.stdout[-800:])
+    tap.ok(os.path.isfile(os.path.join(hyps, "multi30k.test_2016_flickr.en-de.hyp"))
+           and os.path.isfile(os.path.join(hyps, "flores101.cs-fr.hyp")), "--suite: hypothesis files named by set")
+    p = run_eval("--suite", root, "--sets", "tatoeba,nosuch", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "unknown test set" in p.stderr and no_traceback(p), "unknown set: message, exit 2", show(p))
+    rj = os.path.join(tmp, "rob.json")
+    r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "robustness.py"), "--url", srv.url,
+                        "--suite", root, "--json", rj, "--quiet"], capture_output=True, text=True, timeout=120)
+    try:
+        with open(rj, encoding="utf-8") as f:
+            rob = json.load(f)
+    except (OSError, ValueError):
+        rob = None
+    tap.ok(r.returncode == 0 and rob is not None, "robustness report runs", r.stdout + r.stderr)
+    if rob:
+        tap.ok(rob["digits"]["sentences"] == 18 and rob["digits"]["share"] == 1.0,
+               "robustness: digit runs kept in every FLORES sentence with digits", str(rob["digits"]))
+        tap.ok(rob["runs"]["outputs"] == 24 and rob["runs"]["with_new_run"] == 4,
+               "robustness: a looping output (a run the source lacks) is counted, once a direction", str(rob["runs"]))
+        tap.ok(rob["all_caps"]["share"] == 1.0 and rob["url"]["share"] == 0 and rob["email"]["share"] == 0
+               and 0.75 <= rob["emoji"]["share"] < 1.0,
+               "robustness: ALL-CAPS compared case-insensitively; a span counts only when unchanged "
+               "(upper-cased URLs and e-mails do not, emoji do except in the looping sentence)",
+               json.dumps({k: rob[k] for k in ("all_caps", "url", "email", "emoji")}))
+    srv.httpd.translate = lambda q, s_, t_: srv.httpd.table.get(q, q.upper())
+
+
 def main():
     srv = FakeServer()
     try:
@@ -328,6 +387,7 @@ def main():
             check_retries(srv, tmp)
             check_errors(srv, tmp)
             check_multi30k(srv, tmp)
+            check_suite(srv, tmp)
     finally:
         srv.close()
     return tap.done()

@@ -77,6 +77,109 @@ def test_batches():
     tap.ok(D.pad(rows).tolist() == [[1, 2, 3], [4, 1, 1], [5, 6, 1]], "pad right-pads with PAD")
 
 
+class FakeSP:
+    """Stands in for SentencePiece in the pair-batcher tests: one id per character."""
+    def encode(self, texts, out_type=int):
+        return [[8 + (ord(ch) % 400) for ch in t] for t in texts]
+
+
+def test_general_pairs():
+    """Bilingual general-domain examples: both directions, temperature-balanced shares,
+    the augmentation (case and pass-through spans), batches within max_tokens."""
+    import random
+    rng = np.random.default_rng(0)
+    texts, general = {}, {}
+    sp = FakeSP()
+    for (a, b), n in ((("en", "de"), 400), (("en", "fr"), 300), (("en", "cs"), 25)):
+        la = [f"{a} sentence {i}." for i in range(n)]
+        lb = [f"{b} Satz {i}." for i in range(n)]
+        texts[(a, b)] = (la, lb)
+        general[(a, b)] = ([np.asarray(x, np.int32) for x in sp.encode(la)],
+                           [np.asarray(x, np.int32) for x in sp.encode(lb)])
+    pb = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=2000, temperature=2.0,
+                       case_share=0.1, span_share=0.1, seed=5)
+    batches = pb.epoch(IDS)
+    mix = pb.last_mix
+    tap.ok(set(k for k in mix if "-" in k) == {"en-de", "de-en", "en-fr", "fr-en", "en-cs", "cs-en"},
+           "general pairs are used in both directions", detail=str(mix))
+    tap.ok(mix["en-cs"]["examples"] > 25 and mix["en-cs"]["examples"] < mix["en-de"]["examples"],
+           "temperature sampling up-samples the small pair, still below the large one", detail=str(mix))
+    n_ex = sum(len(b) for b in batches)
+    tap.ok(n_ex == sum(v["examples"] for v in mix.values()), "an epoch holds every sampled and augmented example",
+           detail=f"{n_ex} vs {mix}")
+    tap.ok(mix["augmented"]["examples"] > 0.15 * 2000, "augmented pairs ~ case_share + span_share of the epoch",
+           detail=str(mix["augmented"]))
+    over = [b for b in batches if len(b) > 1 and D.PairBatcher.tensors(b)[2].numel() > 400]
+    tap.ok(not over, "no multi-sentence pair batch exceeds max_tokens padded target tokens")
+    b = max(batches, key=len)
+    src, prev, tgt = D.PairBatcher.tensors(b)
+    x, y, tl = b[0]
+    tap.ok(src[0, :len(x) + 1].tolist() == list(x) + [D.EOS] and prev[0, :len(y) + 2].tolist() == [D.EOS, tl] + list(y)
+           and tgt[0, :len(y) + 2].tolist() == [tl] + list(y) + [D.EOS], "pair tensors: src </s>, </s> tag y, tag y </s>")
+    tap.ok(not D.check_mix(mix, 0.04), "the mix check passes a balanced epoch", detail=str(D.check_mix(mix, 0.04)))
+    tap.ok(D.check_mix(mix, 0.5), "the mix check names drowned directions when the floor is above their share")
+    again = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=2000, case_share=0.1, span_share=0.1, seed=5)
+    tap.ok([[(list(x), list(y), t) for x, y, t in bt] for bt in again.epoch(IDS)] ==
+           [[(list(x), list(y), t) for x, y, t in bt] for bt in batches], "the same seed gives the same epoch")
+
+    r = np.random.default_rng(1)
+    pairs = [("The dog runs.", "Der Hund läuft."), ("Hello there", "Hallo")] * 50
+    aug = D.augment(pairs, r, case_share=0.3, span_share=0.3)
+    kinds = [k for _, _, k in aug]
+    tap.ok(kinds.count("case") == 30 and kinds.count("span") == 30, "augment makes the asked shares",
+           detail=f"{kinds.count('case')} case, {kinds.count('span')} span")
+    cased = [(s, t) for s, t, k in aug if k == "case"]
+    tap.ok(all(s in (p.upper(), p.lower(), D.title_case(p)) for (s, _), p in
+               zip(cased, [next(a for a, b in pairs if s.lower() == a.lower()) for s, _ in cased])),
+           "case pairs are the UPPER, lower or Title form of a pair")
+    ok_span = True
+    for s, t, k in aug:
+        if k != "span":
+            continue
+        base = next((a, b) for a, b in pairs if a.rstrip(".") in s)
+        span_s = s.replace(base[0].rstrip("."), "", 1)
+        ok_span &= any(tok and tok in t for tok in span_s.replace("(", " ").replace(")", " ").split())
+    tap.ok(ok_span, "span pairs carry the same span on both sides")
+    kinds_seen = set()
+    rr = np.random.default_rng(2)
+    for _ in range(400):
+        sp_ = D.passthrough_span(rr)
+        kinds_seen.add("url" if "://" in sp_ or sp_.startswith("www.") else "email" if "@" in sp_ and "." in sp_.split("@")[-1]
+                       else "digit" if any(c.isdigit() for c in sp_) else "other")
+    tap.ok({"url", "email", "digit", "other"} <= kinds_seen, "pass-through spans cover URLs, e-mails, numbers and others",
+           detail=str(kinds_seen))
+    random.seed(0)
+
+
+def test_split_digits_vocab():
+    """The digit-split copy of the shipped vocabulary: numbers become one piece a digit,
+    every other piece keeps its id."""
+    try:
+        import sentencepiece as spmlib
+        from sentencepiece import sentencepiece_model_pb2  # noqa: F401  (needs python3-protobuf)
+    except ImportError as e:
+        tap.skip(f"python3-protobuf missing ({e}): digit-split vocabulary not checked")
+        return
+    src = os.path.join(REPO, "models", "default", "sentencepiece.model")
+    tmp = tempfile.mkdtemp(prefix="deepmt-spm-")
+    try:
+        out = os.path.join(tmp, "spm.model")
+        n = D.split_digits_vocab(src, out)
+        a = spmlib.SentencePieceProcessor(model_file=src)
+        b = spmlib.SentencePieceProcessor(model_file=out)
+        pieces = b.encode("In 2012, 300 people paid 49.99 each.", out_type=str)
+        digit_pieces = [p for p in pieces if any(c.isdigit() for c in p)]
+        tap.ok(all(len(p.replace("\u2581", "")) == 1 for p in digit_pieces) and len(digit_pieces) == 11,
+               "digit-split vocabulary: one piece a digit", detail=str(pieces))
+        same = all(a.id_to_piece(i) == b.id_to_piece(i) for i in range(a.get_piece_size()))
+        tap.ok(same and a.get_piece_size() == b.get_piece_size() and n >= 1,
+               f"digit-split vocabulary keeps every id ({n} pieces disabled)")
+        text = "Ein Hund läuft im Park."
+        tap.ok(a.encode(text) == b.encode(text), "text without digits encodes as before")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def tiny_model(seed=0, **kw):
     cfg = default_config(encoder_layers=2, decoder_layers=1, d_model=32, heads=2, ffn_dim=64,
                          vocab_size=500, max_positions=64, **kw)
@@ -121,18 +224,21 @@ def test_source_gain(data):
     val = {lang: [np.asarray(x, np.int32) for x in sp.encode(text[lang][:n], out_type=int)] for lang in D.LANGS}
     bleu = train.load_bleu()[0]
     m = modeldir.load(model_dir).eval()
-    scores, nll = train.validate(m, sp, val, text, n, bleu, batch=n)
+    sets = train.multi30k_val_sets(val, text, n)
+    scores, nll = train.validate(m, sp, sets, bleu, batch=n)
     tap.ok(scores["source_gain"] > 1.0, f"source gain {scores['source_gain']:.2f} nats > 1 for the shipped model")
     with torch.no_grad():
         for layer in m.decoder.layers:
             layer.encoder_attn.out_proj.weight.zero_()
             layer.encoder_attn.out_proj.bias.zero_()
-    blind, _ = train.validate(m, sp, val, text, n, bleu, batch=n)
+    blind, _ = train.validate(m, sp, sets, bleu, batch=n)
     tap.ok(abs(blind["source_gain"]) < 1e-6, f"source gain {blind['source_gain']:.2g} for a source-blind model")
 
 
 def main():
     test_batches()
+    test_general_pairs()
+    test_split_digits_vocab()
     test_loss()
     test_end_to_end()
     return tap.done()

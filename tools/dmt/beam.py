@@ -30,6 +30,10 @@ class Options:
     min_len: int = 1
     nbest: int = 1
     no_repeat_ngram_size: int = 0
+    max_repeats: int = 0
+
+
+REPEAT_MAX_UNIT = 8  # DMT_REPEAT_MAX_UNIT in model/beam.h
 
 
 def f32(x):
@@ -54,6 +58,28 @@ def banned_tokens(tokens, n):
         return set()
     tail = tokens[len(tokens) - (n - 1):]
     return {tokens[j + n - 1] for j in range(len(tokens) - n + 1) if tokens[j:j + n - 1] == tail}
+
+
+def has_run(seq, unit, copies):
+    """True when seq holds `copies` copies of unit in a row."""
+    need = list(unit) * copies
+    return any(seq[s:s + len(need)] == need for s in range(len(seq) - len(need) + 1))
+
+
+def repeat_banned(tokens, src, max_repeats):
+    """The repetition guard: tokens ending in R copies of a unit of 1..8 tokens ban the
+    unit's first token, unless the source (without </s>) has R+1 copies in a row."""
+    out = set()
+    if max_repeats <= 0:
+        return out
+    for p in range(1, REPEAT_MAX_UNIT + 1):
+        if p * max_repeats > len(tokens):
+            break
+        unit = tokens[len(tokens) - p:]
+        if all(tokens[len(tokens) - (c + 1) * p:len(tokens) - c * p] == unit for c in range(1, max_repeats)):
+            if unit[0] not in out and not has_run(list(src[:-1]), unit, max_repeats + 1):
+                out.add(unit[0])
+    return out
 
 
 def search(model, src, forced, opt):
@@ -83,6 +109,8 @@ def search(model, src, forced, opt):
                     row[cfg["bos_id"]] = NEG_INF
                 if t <= opt.min_len:
                     row[eos] = NEG_INF
+                for tok in repeat_banned(tokens, src, opt.max_repeats):
+                    row[tok] = NEG_INF
                 for tok in banned_tokens(tokens, opt.no_repeat_ngram_size):
                     row[tok] = NEG_INF
                 sums = np.float32(total) + row          # float32 addition, as in C

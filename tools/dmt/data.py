@@ -36,8 +36,11 @@ def read_split(data_dir, split, langs=LANGS):
     return out
 
 
-def train_spm(data_dir, prefix, vocab_size=8000, langs=LANGS, threads=2):
-    """Joint unigram SentencePiece over the training sides; returns the .model path."""
+def train_spm(data_dir, prefix, vocab_size=8000, langs=LANGS, threads=2, general_dir=None,
+              split_digits=False, max_sentences=0):
+    """Joint unigram SentencePiece over the training sides (Multi30k, plus the general
+    pairs when general_dir is given); returns the .model path. split_digits makes every
+    digit a piece of its own, so numbers are copied digit by digit."""
     import sentencepiece as spm
     os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
     text = prefix + ".train.txt"
@@ -45,15 +48,42 @@ def train_spm(data_dir, prefix, vocab_size=8000, langs=LANGS, threads=2):
         for lang in langs:
             for line in read_split(data_dir, "train", [lang])[lang]:
                 f.write(line + "\n")
+        if general_dir:
+            for (a, b), (la, lb) in read_general(general_dir, "train").items():
+                for line in la + lb:
+                    f.write(line + "\n")
     spm.SentencePieceTrainer.train(
         input=text, model_prefix=prefix, vocab_size=vocab_size, model_type="unigram",
-        character_coverage=1.0, byte_fallback=True,
+        character_coverage=1.0, byte_fallback=True, split_digits=split_digits,
         bos_id=BOS, pad_id=PAD, eos_id=EOS, unk_id=UNK,
         user_defined_symbols=",".join(f"__{lang}__" for lang in langs),
-        input_sentence_size=0, shuffle_input_sentence=False,
+        input_sentence_size=max_sentences, shuffle_input_sentence=bool(max_sentences),
         num_threads=threads, minloglevel=1)
     os.remove(text)
     return prefix + ".model"
+
+
+def split_digits_vocab(src_model, out_model):
+    """A copy of an existing SentencePiece model in which every normal piece holding a
+    digit and anything else (`2012`, `00`, `▁10`) is marked unused: the encoder then
+    splits numbers into one piece per digit, while every id keeps its meaning, so a
+    model trained with src_model can continue training with out_model. Returns the
+    number of pieces disabled. Needs python3-protobuf."""
+    from sentencepiece import sentencepiece_model_pb2 as pb
+    m = pb.ModelProto()
+    with open(src_model, "rb") as f:
+        m.ParseFromString(f.read())
+    n = 0
+    for p in m.pieces:
+        body = p.piece.replace("\u2581", "")
+        if p.type == pb.ModelProto.SentencePiece.NORMAL and len(body) > 1 and any(c.isdigit() for c in body):
+            p.type = pb.ModelProto.SentencePiece.UNUSED
+            n += 1
+    m.trainer_spec.split_digits = True
+    os.makedirs(os.path.dirname(out_model) or ".", exist_ok=True)
+    with open(out_model, "wb") as f:
+        f.write(m.SerializeToString())
+    return n
 
 
 def lang_ids(sp, langs=LANGS):
@@ -173,3 +203,257 @@ def scored_positions(tgt):
     flat = t.view(-1)
     idx = flat.ne(PAD).nonzero().squeeze(1)
     return idx, flat[idx]
+
+
+# -- general-domain bilingual data (../shared/data/general) ------------------------------
+# Unlike Multi30k, these are pairs (en-de, en-fr, en-cs): an example is one source
+# sentence and one target. Both directions of every pair are used.
+GENERAL_PAIRS = [("en", "de"), ("en", "fr"), ("en", "cs")]
+
+
+def read_general(general_dir, split="train", pairs=GENERAL_PAIRS):
+    """-> {(a, b): (lines_a, lines_b)} for the pairs present under general_dir/split."""
+    out = {}
+    for a, b in pairs:
+        base = os.path.join(general_dir, split, f"{a}-{b}")
+        pa = base + f".{a}.gz" if os.path.exists(base + f".{a}.gz") else base + f".{a}"
+        pb = base + f".{b}.gz" if os.path.exists(base + f".{b}.gz") else base + f".{b}"
+        if not (os.path.exists(pa) and os.path.exists(pb)):
+            continue
+        la, lb = read_lines(pa), read_lines(pb)
+        if len(la) != len(lb):
+            raise ValueError(f"{base}: {len(la)} vs {len(lb)} lines")
+        keep = [i for i in range(len(la)) if la[i].strip() and lb[i].strip()]
+        out[(a, b)] = ([la[i] for i in keep], [lb[i] for i in keep])
+    return out
+
+
+def encode_general(sp, general_dir, cache, max_len=128, pairs=GENERAL_PAIRS):
+    """-> {(a, b): (ids_a, ids_b)} (lists of int32 arrays), cached as .npz under cache."""
+    out = {}
+    for (a, b), (la, lb) in read_general(general_dir, "train", pairs).items():
+        path = os.path.join(cache, f"general-{a}-{b}.npz")
+        if os.path.exists(path):
+            z = np.load(path)
+            out[(a, b)] = tuple(np.split(z[k], z[k + "_off"][1:-1]) for k in ("a", "b"))
+            continue
+        enc = {}
+        save = {}
+        for k, lines in (("a", la), ("b", lb)):
+            ids = [np.asarray(x[:max_len], np.int32) for x in sp.encode(lines, out_type=int)]
+            enc[k] = ids
+            save[k] = np.concatenate(ids) if ids else np.zeros(0, np.int32)
+            save[k + "_off"] = np.cumsum([0] + [len(x) for x in ids])
+        os.makedirs(cache, exist_ok=True)
+        tmp = path + ".tmp.npz"
+        np.savez(tmp, **save)
+        os.replace(tmp, path)
+        out[(a, b)] = (enc["a"], enc["b"])
+    return out
+
+
+# -- robustness augmentation ------------------------------------------------------------
+# Text-level, seeded: the same (seed, epoch) gives the same pairs. Two kinds:
+#  - case: both sides in UPPER, lower or Title Case, so ALL-CAPS input translates;
+#  - pass-through spans: a number, date, price, URL, e-mail, emoji or code-like token
+#    inserted identically on both sides, so the model learns to copy them.
+_SYL = ["ka", "lo", "mi", "ter", "an", "so", "vel", "ri", "da", "nu", "bex", "or", "pa", "zin", "ul", "fe"]
+_TLD = ["com", "org", "net", "de", "fr", "cz", "io", "eu"]
+_EMOJI = ["😀", "😂", "👍", "🎉", "❤️", "🙂", "🚀", "🔥", "✅", "🌍", "☕", "📞", "😢", "🙏", "⚽"]
+
+
+def _word(rng, n=None):
+    n = n or int(rng.integers(1, 4))
+    return "".join(_SYL[int(rng.integers(len(_SYL)))] for _ in range(n))
+
+
+def passthrough_span(rng):
+    """A random span a translation must copy unchanged (one of several kinds)."""
+    kind = int(rng.integers(12))
+    r = lambda a, b: int(rng.integers(a, b))  # noqa: E731
+    if kind == 0:
+        return str(r(0, 10 ** r(1, 7)))
+    if kind == 1:
+        return f"{r(0, 1000)}.{r(0, 100):02d}"
+    if kind == 2:
+        return f"{r(1, 1000)},{r(0, 1000):03d}"
+    if kind == 3:
+        y, m, d = r(1900, 2040), r(1, 13), r(1, 29)
+        return [f"{y}-{m:02d}-{d:02d}", f"{d:02d}.{m:02d}.{y}", f"{m}/{d}/{y}"][r(0, 3)]
+    if kind == 4:
+        return f"{r(0, 24):02d}:{r(0, 60):02d}"
+    if kind == 5:
+        v = f"{r(1, 1000)}.{r(0, 100):02d}"
+        return [f"${v}", f"€{v}", f"{v} €", f"£{v}", f"{v} USD"][r(0, 5)]
+    if kind == 6:
+        return f"{r(0, 100)}.{r(0, 10)}%"
+    if kind == 7:
+        path = "/".join(_word(rng) for _ in range(r(0, 3)))
+        q = f"?id={r(1, 10000)}" if r(0, 3) == 0 else ""
+        return f"{['https://', 'http://', 'www.', 'https://www.'][r(0, 4)]}{_word(rng)}.{_TLD[r(0, len(_TLD))]}" + \
+            (f"/{path}" if path else "") + q
+    if kind == 8:
+        sep = [".", "_", "-", ""][r(0, 4)]
+        return f"{_word(rng)}{sep}{_word(rng)}{r(0, 100) if r(0, 2) else ''}@{_word(rng)}.{_TLD[r(0, len(_TLD))]}"
+    if kind == 9:
+        return "".join(_EMOJI[r(0, len(_EMOJI))] for _ in range(r(1, 3)))
+    if kind == 10:
+        w1, w2 = _word(rng), _word(rng)
+        return [f"{w1}_{w2}", f"{w1}{w2.capitalize()}()", f"v{r(0, 10)}.{r(0, 20)}.{r(0, 10)}",
+                f"{w1.upper()}-{r(100, 10000)}", f"#{w1}{w2}", f"@{w1}{r(0, 100)}", f"{w1}.{['py', 'c', 'json'][r(0, 3)]}"][r(0, 7)]
+    return f"+{r(1, 99)} {r(100, 1000)} {r(1000, 100000)}"  # phone number
+
+
+def insert_span(src, tgt, span, rng):
+    """The same span at the same place on both sides: before the final punctuation,
+    at the start, or in parentheses."""
+    where = int(rng.integers(3))
+    out = []
+    for s in (src, tgt):
+        s = s.rstrip()
+        end = s[-1] if s and s[-1] in ".!?" else ""
+        body = s[:-1].rstrip() if end else s
+        if where == 0:
+            out.append(f"{body} {span}{end}")
+        elif where == 1:
+            out.append(f"{span} {s}")
+        else:
+            out.append(f"{body} ({span}){end}")
+    return out
+
+
+def title_case(s):
+    return " ".join(w[:1].upper() + w[1:] for w in s.split(" "))
+
+
+def augment(pairs, rng, case_share=0.05, span_share=0.05):
+    """Extra (src, tgt) text pairs from `pairs`: a case_share of them re-cased on both
+    sides (UPPER / lower / Title, in equal parts) and a span_share with a pass-through
+    span inserted. Returns [(src, tgt, kind)]."""
+    out = []
+    n = len(pairs)
+    order = rng.permutation(n)
+    n_case = min(n, int(round(n * case_share)))
+    n_span = min(n - n_case, int(round(n * span_share)))
+    for i in order[:n_case]:
+        s, t = pairs[int(i)]
+        f = [str.upper, str.lower, title_case][int(rng.integers(3))]
+        out.append((f(s), f(t), "case"))
+    for i in order[n_case:n_case + n_span]:
+        s, t = pairs[int(i)]
+        a, b = insert_span(s, t, passthrough_span(rng), rng)
+        out.append((a, b, "span"))
+    return out
+
+
+class PairBatcher:
+    """Token-bucketed batches of bilingual examples (general data and augmentation).
+
+    Each epoch samples the directed examples anew: every direction (a->b and b->a of each
+    pair) gets a share of `epoch_examples` proportional to n^(1/temperature) (n = pairs
+    in the language pair), so the small en-cs pair is up-sampled rather than drowned;
+    then `augment_share` more examples are made by `augment` from a sample of the text.
+    An example is (src ids, tgt ids, target language).
+    """
+
+    def __init__(self, sp, general, texts, max_tokens, max_len=128, epoch_examples=400000,
+                 temperature=2.0, case_share=0.05, span_share=0.05, seed=1, keep_below=0):
+        self.sp, self.general, self.texts = sp, general, texts
+        self.max_tokens, self.max_len = max_tokens, max_len
+        self.epoch_examples, self.temperature = epoch_examples, temperature
+        self.case_share, self.span_share = case_share, span_share
+        self.rng = np.random.default_rng(seed)
+        self.last_mix = {}
+        # keep_below > 0: only pairs with both sides shorter than this many pieces
+        # (a cheaper run that favours everyday sentences over long news ones)
+        self.keep = {}
+        for key, (ia, ib) in general.items():
+            if keep_below > 0:
+                la = np.array([len(x) for x in ia])
+                lb = np.array([len(x) for x in ib])
+                self.keep[key] = np.nonzero((la < keep_below) & (lb < keep_below))[0]
+            else:
+                self.keep[key] = np.arange(len(ia))
+
+    def directions(self):
+        """-> [(src, tgt, src_ids, tgt_ids, src_text, tgt_text)] for both directions of each pair."""
+        out = []
+        for (a, b), (ia, ib) in self.general.items():
+            ta, tb = self.texts[(a, b)]
+            keep = self.keep[(a, b)]
+            ia, ib = [ia[i] for i in keep], [ib[i] for i in keep]
+            ta, tb = [ta[i] for i in keep], [tb[i] for i in keep]
+            out.append((a, b, ia, ib, ta, tb))
+            out.append((b, a, ib, ia, tb, ta))
+        return out
+
+    def shares(self):
+        dirs = self.directions()
+        w = np.array([len(d[2]) ** (1.0 / self.temperature) for d in dirs])
+        return dirs, w / w.sum()
+
+    def epoch(self, ids):
+        """A list of batches; each batch is a list of (src ids, tgt ids, tgt language id)."""
+        dirs, share = self.shares()
+        examples, mix, text_pairs = [], {}, []
+        for (s, t, si, ti, st, tt), p in zip(dirs, share):
+            k = int(round(p * self.epoch_examples))
+            idx = self.rng.choice(len(si), size=k, replace=k > len(si))
+            for i in idx:
+                examples.append((si[i], ti[i], ids[t]))
+            # text for augmentation: a sample of this direction, one augmented copy each
+            m = int(k * (self.case_share + self.span_share))
+            for i in self.rng.choice(len(st), size=min(m, len(st)), replace=False):
+                text_pairs.append((st[i], tt[i], t))
+            mix[f"{s}-{t}"] = {"examples": k, "target_tokens": int(sum(len(ti[i]) + 1 for i in idx))}
+        extra = 0
+        by_tgt = {}
+        for s_, t_, tl in text_pairs:
+            by_tgt.setdefault(tl, []).append((s_, t_))
+        for tl, prs in sorted(by_tgt.items()):
+            tot = (self.case_share + self.span_share) or 1.0
+            aug = augment(prs, self.rng, self.case_share / tot, self.span_share / tot)
+            if aug:
+                src_ids = self.sp.encode([a for a, _, _ in aug], out_type=int)
+                tgt_ids = self.sp.encode([b for _, b, _ in aug], out_type=int)
+                for x, y in zip(src_ids, tgt_ids):
+                    examples.append((np.asarray(x[:self.max_len], np.int32), np.asarray(y[:self.max_len], np.int32), ids[tl]))
+                extra += len(aug)
+        mix["augmented"] = {"examples": extra}
+        self.last_mix = mix
+        return self._batches(examples)
+
+    def _batches(self, examples):
+        src_len = np.array([len(e[0]) for e in examples])
+        tgt_len = np.array([len(e[1]) for e in examples])
+        order = np.lexsort((self.rng.random(len(examples)), tgt_len, src_len))
+        batches, cur, m = [], [], 0
+        for k in order:
+            e = examples[k]
+            per = len(e[1]) + 2
+            mm = max(m, per)
+            if cur and (len(cur) + 1) * mm > self.max_tokens:
+                batches.append(cur)
+                cur, mm = [], per
+            cur.append(e)
+            m = mm
+        if cur:
+            batches.append(cur)
+        return batches
+
+    @staticmethod
+    def tensors(batch):
+        """-> src [B, S], prev [B, T], tgt [B, T] (one target per source)."""
+        srcs = [(x, (EOS,)) for x, _, _ in batch]
+        prevs = [((EOS, tl), y) for _, y, tl in batch]
+        tgts = [((tl,), y, (EOS,)) for _, y, tl in batch]
+        return pad_parts(srcs), pad_parts(prevs), pad_parts(tgts)
+
+
+def check_mix(mix, min_share=0.08):
+    """The direction mix of one epoch (PairBatcher.last_mix) -> list of problems: a
+    direction with less than min_share of the target tokens is drowned by the others."""
+    dirs = {k: v for k, v in mix.items() if "-" in k}
+    total = sum(v["target_tokens"] for v in dirs.values()) or 1
+    return [f"{k}: {v['target_tokens'] / total:.1%} of target tokens (< {min_share:.0%})"
+            for k, v in sorted(dirs.items()) if v["target_tokens"] / total < min_share]

@@ -36,7 +36,7 @@ def default_config(**overrides):
         "pad_id": 1, "bos_id": 0, "eos_id": 2, "unk_id": 3, "decoder_start_id": 2,
         "languages": [],
         "decoding": {"beam_size": 4, "length_penalty": 1.0, "max_len_a": 1.2,
-                     "max_len_b": 10, "min_len": 1, "no_repeat_ngram_size": 0},
+                     "max_len_b": 10, "min_len": 1, "no_repeat_ngram_size": 0, "max_repeats": 3},
     }
     cfg.update(overrides)
     if cfg["embed_scale"] is None:
