@@ -30,6 +30,17 @@ def read_lines(data, split, lang, n):
         return [line.rstrip("\n") for _, line in zip(range(n), f)]
 
 
+def read_general(general, test_set, source, target, n):
+    """Source lines of a general-domain test set: tatoeba (pair files en-xx) or flores101."""
+    if test_set == "flores101":
+        path = os.path.join(general, "test", f"flores101.devtest.{source}")
+    else:
+        pair = "-".join(sorted((source, target), key=lambda x: x != "en"))
+        path = os.path.join(general, "test", f"{test_set}.{pair}.{source}")
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for _, line in zip(range(n), f)]
+
+
 def reference_translations(model, sp, lines, target, opt):
     """The reference path, with the C engine's conventions: `pieces </s>` in, language
     tokens typed by users mapped to unk, `__tgt__` forced, control and language ids
@@ -70,6 +81,8 @@ def main():
     ap.add_argument("--lines", type=int, default=250)
     ap.add_argument("--beam", type=int, default=4)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "deepmt"))
+    ap.add_argument("--general", metavar="DIR", help="read a general-domain test set from DIR/test instead")
+    ap.add_argument("--set", default="tatoeba", help="with --general: tatoeba or flores101")
     args = ap.parse_args()
     import sentencepiece as spm
     torch.set_num_threads(1)
@@ -83,7 +96,8 @@ def main():
     total = same = 0
     for direction in args.directions.split(","):
         source, target = direction.split("-")
-        lines = read_lines(args.data, args.split, source, args.lines)
+        lines = (read_general(args.general, args.set, source, target, args.lines) if args.general
+                 else read_lines(args.data, args.split, source, args.lines))
         t0 = time.time()
         c_out = engine_translations(args.bin, args.model, lines, target, args.beam)
         with torch.inference_mode():
