@@ -122,6 +122,14 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
         get_int(d, "no_repeat_ngram_size", &c->decoding.no_repeat_ngram_size, 0, err, errlen)) return -1;
     if ((v = json_object_get(d, "max_repeats")) && get_int(d, "max_repeats", &c->decoding.max_repeats, 0, err, errlen))
         return -1;
+    if ((v = json_object_get(d, "all_caps"))) {
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        if (!s || (strcmp(s, "lower") && strcmp(s, "as_is"))) {
+            snprintf(err, errlen, "config.json: decoding.all_caps must be \"lower\" or \"as_is\"");
+            return -1;
+        }
+        c->decoding.all_caps_lower = !strcmp(s, "lower");
+    }
     return 0;
 }
 

@@ -32,6 +32,8 @@ typedef struct {
     int no_repeat_ngram_size; /* 0 = off */
     int max_repeats;          /* repetition guard: a unit of 1..8 tokens at most this many times
                                * in a row unless the source has more (0 = off) */
+    int all_caps_lower;       /* "all_caps": "lower": ALL-CAPS sentences are translated in sentence
+                               * case and answered in capitals (model/casing.h); 0 = "as_is" */
 } dmt_decoding_defaults;
 
 typedef struct {
