@@ -25,6 +25,7 @@ import collections
 import io
 import os
 import pickle
+import pickletools
 import re
 import struct
 import tarfile
@@ -404,9 +405,33 @@ class _Unpickler(pickle.Unpickler):
         return self._persistent(pid)
 
 
+def _prescan(f):
+    """Walks one pickle's opcodes (pickletools, pure Python) before the C unpickler sees it:
+    that one allocates what a length or memo index says before reading it (LONG_BINPUT
+    4294967295 resizes the memo to 32 GiB), so such values must first be checked against
+    the data actually there."""
+    start = f.tell()
+    size = f.seek(0, os.SEEK_END) - start
+    f.seek(start)
+    try:
+        for n, (op, arg, pos) in enumerate(pickletools.genops(f)):
+            if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and not (type(arg) is int and 0 <= arg <= n):
+                raise _malformed(f"memo index {arg} at opcode {n} (a pickle numbers its memo from 0)")
+            if op.name == "FRAME" and arg > size:
+                raise _malformed(f"frame of {arg} bytes in a pickle of {size}")
+            if op.name == "PROTO" and arg > pickle.HIGHEST_PROTOCOL:
+                raise _malformed(f"pickle protocol {arg}")
+    except CheckpointError:
+        raise
+    except (ValueError, EOFError, UnicodeDecodeError, struct.error, OverflowError) as e:
+        raise _malformed(f"bad pickle ({type(e).__name__}: {str(e)[:200]})")
+    f.seek(start)
+
+
 def _unpickle(f, persistent=None):
     """One pickle from f with the allow-list; any failure of a malformed pickle becomes a
     CheckpointError. MemoryError is not hidden."""
+    _prescan(f)
     try:
         return _Unpickler(f, persistent).load()
     except CheckpointError:
