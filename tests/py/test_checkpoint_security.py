@@ -335,7 +335,33 @@ def record_checks():
                f"refused: {what}", detail=f"loaded {ck is not None}; message {err}; wants {words}")
 
 
+def args_checks():
+    """Args that share one list many times over (or hold themselves) are read in bounded time."""
+    import time
+    from dmt.checkpoint import checkpoint_args
+    shared = []
+    for _ in range(60):
+        shared = [shared, shared]  # 2^60 paths through 61 lists
+    loop = []
+    loop.extend([loop, loop])
+    for what, args in (("2^60 paths through shared lists", shared), ("a list holding itself twice", loop)):
+        for legacy in (False, True):
+            path = save({"model": state_dict(), "args": {"a": args, "deepnorm": True}}, "dag.pt", legacy=legacy)
+            t0 = time.monotonic()
+            try:
+                ck, _ = load_checkpoint(path)
+                checkpoint_args(ck)
+                res = "read"
+            except ConvertError as e:
+                res = str(e)
+            took = time.monotonic() - t0
+            tap.ok(took < 20 and "more than" in res,
+                   f"{'legacy' if legacy else 'zip'}: args with {what}: refused in {took:.1f} s (a value budget), "
+                   "not an exponential walk", detail=res)
+
+
 def main():
+    args_checks()
     payload_checks()
     real_checks()
     record_checks()

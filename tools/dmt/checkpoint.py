@@ -677,34 +677,58 @@ def _type_name(x):
     return x._stub_name if isinstance(x, _Stub) else type(x).__name__
 
 
-def plain(x, depth=0):
+# The args/cfg of a real checkpoint have hundreds of entries; a pickle can share one list
+# many times over (or hold itself), which a tree walk would visit exponentially often.
+_MAX_NODES = 200000
+
+
+class _Budget:
+    __slots__ = ("left",)
+
+    def __init__(self):
+        self.left = _MAX_NODES
+
+    def spend(self):
+        self.left -= 1
+        if self.left < 0:
+            raise CheckpointError(f"the checkpoint's args or cfg hold more than {_MAX_NODES} values "
+                                  "(counting shared ones each time they are used)")
+
+
+def plain(x, depth=0, budget=None):
     """Placeholders (argparse.Namespace, omegaconf, ...) and containers -> plain Python:
-    dicts, lists, str, numbers, bool, None; anything else becomes its repr string."""
+    dicts, lists, str, numbers, bool, None; anything else becomes its repr string.
+    Deeper than 50 levels becomes None; more than _MAX_NODES values refuses the file."""
+    budget = budget or _Budget()
+    budget.spend()
     if depth > 50:
         return None
+    rec = lambda v: plain(v, depth + 1, budget)  # noqa: E731
     if isinstance(x, _Stub):
         st = x.__dict__.get("_state")
         attrs = x.__dict__.get("_attrs")
         if isinstance(st, tuple) and len(st) == 2 and (st[0] is None or isinstance(st[0], dict)) \
                 and (st[1] is None or isinstance(st[1], dict)):
-            st = dict(st[0] or {}, **{k: v for k, v in (st[1] or {}).items()})
+            merged = dict(st[0] or {})
+            merged.update(st[1] or {})
+            st = merged
         if st is None and attrs:
             st = attrs
         if isinstance(st, dict):
             if "_content" in st:  # omegaconf DictConfig / ListConfig
-                return plain(st["_content"], depth + 1)
+                return rec(st["_content"])
             if "_val" in st:  # omegaconf value node
-                return plain(st["_val"], depth + 1)
-            return {_key(k): plain(v, depth + 1) for k, v in st.items() if k != "_parent"}
+                return rec(st["_val"])
+            return {_key(k): rec(v) for k, v in st.items() if k != "_parent"}
         if "_items" in x.__dict__:
-            return {_key(k): plain(v, depth + 1) for k, v in x.__dict__["_items"].items()}
+            return {_key(k): rec(v) for k, v in x.__dict__["_items"].items()}
         if "_list" in x.__dict__:
-            return [plain(v, depth + 1) for v in x.__dict__["_list"]]
+            return [rec(v) for v in x.__dict__["_list"]]
         return repr(x)
     if isinstance(x, dict):
-        return {_key(k): plain(v, depth + 1) for k, v in x.items()}
+        return {_key(k): rec(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [plain(v, depth + 1) for v in x]
+        return [rec(v) for v in x]
     if x is None or isinstance(x, (str, bool, int, float)):
         return x
     return repr(x)
@@ -717,12 +741,14 @@ def _key(k):
 _INTERP = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
 
 
-def resolve_interpolations(node, root, depth=0):
+def resolve_interpolations(node, root, depth=0, budget=None):
     """omegaconf's "${task.max_source_positions}" strings, resolved against the root config."""
+    budget = budget or _Budget()
+    budget.spend()
     if isinstance(node, dict):
-        return {k: resolve_interpolations(v, root, depth) for k, v in node.items()}
+        return {k: resolve_interpolations(v, root, depth, budget) for k, v in node.items()}
     if isinstance(node, list):
-        return [resolve_interpolations(v, root, depth) for v in node]
+        return [resolve_interpolations(v, root, depth, budget) for v in node]
     if isinstance(node, str) and depth < 10:
         m = _INTERP.match(node)
         if m:
@@ -731,7 +757,7 @@ def resolve_interpolations(node, root, depth=0):
                 if not isinstance(cur, dict) or part not in cur:
                     return node
                 cur = cur[part]
-            return resolve_interpolations(cur, root, depth + 1)
+            return resolve_interpolations(cur, root, depth + 1, budget)
     return node
 
 
@@ -747,12 +773,13 @@ def checkpoint_args(ck):
         root = plain(ck["cfg"])
         if not isinstance(root, dict) or not isinstance(root.get("model"), dict):
             raise ConvertError("the checkpoint's 'cfg' has no 'model' section with the architecture")
-        model = resolve_interpolations(root["model"], root)
+        budget = _Budget()
+        model = resolve_interpolations(root["model"], root, budget=budget)
         task = root.get("task") if isinstance(root.get("task"), dict) else {}
         for k in ("source_lang", "target_lang", "langs", "lang_pairs", "max_source_positions",
                   "max_target_positions"):
             if k not in model and k in task:
-                model[k] = resolve_interpolations(task[k], root)
+                model[k] = resolve_interpolations(task[k], root, budget=budget)
         return model, "cfg['model']"
     raise ConvertError("the checkpoint has neither 'args' nor 'cfg': the architecture options (deepnorm, "
                        "normalize_before, ...) cannot be read; supply them with --set KEY=VALUE")
