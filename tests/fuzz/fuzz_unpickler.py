@@ -9,9 +9,11 @@ raw pickles, code-running payloads, a legacy tar). Every execution takes a seed,
 it (bit flips, interesting bytes, truncation, splices with another seed, inserted or
 deleted chunks, pickle opcodes and code-running GLOBALs inserted into the pickle; for zip
 seeds the same mutations applied to one archive entry, re-zipped, so that the zip CRC does
-not hide the pickle from the fuzzer) and hands it to load_checkpoint + checkpoint_args in
-a worker process. The only acceptable outcomes are a loaded checkpoint or ConvertError
-(the reader's own CheckpointError, or the converter's refusal of a non-checkpoint). A
+not hide the pickle from the fuzzer) and hands it, in a worker process, to
+load_checkpoint, then to what tools/convert_fairseq.py does with a loaded checkpoint
+(checkpoint_args, Converter: refusals, renaming, config, tensor checks). The only
+acceptable outcomes are a loaded (or converted) checkpoint or ConvertError (the reader's
+own CheckpointError, or the converter's refusal). A
 failure is any other exception, the marker file that the inserted payloads `touch`, a
 worker that dies, or one input taking longer than --timeout seconds. Failing inputs are
 saved under --crashes (default: a temporary folder) and make the exit status 1; copy them
@@ -43,7 +45,8 @@ def worker(marker, unsafe):
     sys.path.insert(0, os.path.join(REPO, "tools"))
     import traceback
 
-    from dmt.checkpoint import ConvertError, checkpoint_args, load_checkpoint, plain
+    from convert_fairseq import Converter, detect_framework
+    from dmt.checkpoint import ConvertError, checkpoint_args, load_checkpoint
     import torch  # noqa: F401 - imported before the first input, not timed with it
     path = os.path.join(os.path.dirname(marker), "input.pt")
     stdin, stdout = sys.stdin.buffer, sys.stdout
@@ -56,6 +59,7 @@ def worker(marker, unsafe):
         data = stdin.read(struct.unpack("<I", head)[0])
         with open(path, "wb") as f:
             f.write(data)
+        answer = None
         try:
             if unsafe:  # the self-check: a reader that trusts the pickle must be caught
                 import pickle
@@ -66,16 +70,22 @@ def worker(marker, unsafe):
                 answer = "loaded"
             else:
                 ck, sd = load_checkpoint(path)
-                try:
-                    args, _ = checkpoint_args(ck)
-                    plain(args)
-                except ConvertError:
-                    pass
                 for t in sd.values():  # touch every tensor's memory
                     float(t.float().sum()) if t.numel() else None
                 answer = "loaded"
+                # then what the converter does with it, up to the tensors it would write
+                args, args_from = checkpoint_args(ck)
+                conv = Converter(ck, sd, args, args_from, detect_framework(ck, sd, args), log=lambda msg: None)
+                conv.refuse_unsupported()
+                conv.rename()
+                conv.build_config()
+                conv.check_tensors()
+                answer = "converted"
         except ConvertError as e:
-            answer = "clean " + type(e).__name__
+            if answer != "loaded":
+                answer = "clean " + type(e).__name__
+            else:
+                answer = "loaded-then-refused-by-converter"
         except BaseException:  # noqa: BLE001 - the finding itself
             answer = "bad " + traceback.format_exc().replace("\\", "\\\\").replace("\n", "\\n")
         stdout.write(answer + "\n")
@@ -226,6 +236,24 @@ def make_seeds(folder):
     torch.save(ck, os.path.join(folder, "seed-legacy.pt"), _use_new_zipfile_serialization=False)
     torch.save({"model": {"w": torch.zeros(2, 2)}, "cfg": {"model": {"_name": "t"}}, "args": None},
                os.path.join(folder, "seed-zip-cfg.pt"))
+    sys.path.insert(0, os.path.join(REPO, "tools"))
+    from dmt.model import Transformer, default_config
+    cfg = default_config(vocab_size=12, d_model=4, heads=1, ffn_dim=8, encoder_layers=1, decoder_layers=1,
+                         max_positions=16, normalization="post")
+    model = Transformer(cfg)
+    fsd = collections.OrderedDict(model.state_dict())
+    fsd["decoder.output_projection.weight"] = model.decoder.embed_tokens.weight
+    for side in ("encoder", "decoder"):
+        fsd[side + ".embed_positions._float_tensor"] = torch.FloatTensor(1)
+        fsd[side + ".version"] = torch.Tensor([3])
+    fargs = ap.Namespace(arch="transformer", encoder_embed_dim=4, decoder_embed_dim=4, encoder_ffn_embed_dim=8,
+                         decoder_ffn_embed_dim=8, encoder_layers=1, decoder_layers=1, encoder_attention_heads=1,
+                         decoder_attention_heads=1, encoder_normalize_before=False, decoder_normalize_before=False,
+                         activation_fn="relu", share_all_embeddings=True, share_decoder_input_output_embed=True,
+                         max_source_positions=16, max_target_positions=16, no_token_positional_embeddings=False)
+    torch.save({"model": fsd, "args": fargs}, os.path.join(folder, "seed-zip-fairseq.pt"))
+    torch.save({"model": fsd, "args": None, "cfg": {"model": vars(fargs)}},
+               os.path.join(folder, "seed-legacy-fairseq.pt"), _use_new_zipfile_serialization=False)
     for name, data in (("seed-raw-posix.pkl", b"cposix\nsystem\n(S'touch MARKER'\ntR."),
                        ("seed-raw-p2.pkl", pickle.dumps({"model": {}, "args": {"a": [1, 2.5, "x", None]}},
                                                         protocol=2)),
