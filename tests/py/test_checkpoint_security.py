@@ -12,6 +12,8 @@
    tensors, big-endian archives.
 3. Storage records that do not match the pickle are refused (short records, tensors past
    their storage, stride-0 tensors larger than the file).
+4. Pickles that would crash or exhaust the unpickler itself (deep nesting, huge memo
+   indices) and args that share lists exponentially are refused in bounded time.
 TAP output; skips without torch.
 """
 
@@ -360,7 +362,42 @@ def args_checks():
                    "not an exponential walk", detail=res)
 
 
+def crash_checks():
+    """Pickles that crash or exhaust the process inside the C unpickler, before any check
+    of the reader's own could run: each load runs in its own process, which must end
+    with the reader's message, not a signal, within the time limit."""
+    src = save({"model": {}, "args": {}}, "small.pt")
+    zf = zipfile.ZipFile(src)
+    cases = [
+        ("a tuple nested 300,000 deep as a dict key (hash() overflows the C stack)",
+         b"\x80\x02}" + b")" + b"\x85" * 300000 + b"K\x01s.", "nested deeper"),
+        ("a frozenset of a tuple nested 300,000 deep, memoized at every level",
+         b"\x80\x04(" + b")\x94" + b"\x85\x94" * 300000 + b"\x91.", "nested deeper"),
+        ("LONG_BINPUT 4294967295 (the memo would be resized to 32 GiB)",
+         b"\x80\x02N" + b"r\xff\xff\xff\xff" + b".", "memo index"),
+        ("LONG_BINPUT 100,000,000 (0.8 GB memo, slow rather than refused)",
+         b"\x80\x02N" + b"r\x00\xe1\xf5\x05" + b".", "memo index"),
+    ]
+    for what, body, words in cases:
+        path = os.path.join(TMP, "crash.pt")
+        with zipfile.ZipFile(path, "w") as dst:
+            for info in zf.infolist():
+                dst.writestr(info.filename, body if info.filename.endswith("data.pkl") else zf.read(info))
+        code = ("import sys; sys.path.insert(0, sys.argv[1]); from dmt.checkpoint import load_checkpoint, "
+                "ConvertError\ntry:\n    load_checkpoint(sys.argv[2]); print('loaded')\n"
+                "except ConvertError as e:\n    print(e)")
+        try:
+            r = subprocess.run([sys.executable, "-c", code, os.path.join(REPO, "tools"), path], capture_output=True,
+                               text=True, timeout=30)
+            res = (r.returncode, r.stdout.strip(), r.stderr[-500:])
+        except subprocess.TimeoutExpired:
+            res = ("timeout after 30 s", "", "")
+        tap.ok(res[0] == 0 and words in res[1], f"refused without crashing: {what}",
+               detail=f"exit {res[0]} (negative: killed by a signal)\n{res[1]}\n{res[2]}")
+
+
 def main():
+    crash_checks()
     args_checks()
     payload_checks()
     real_checks()

@@ -27,6 +27,7 @@ import os
 import pickle
 import pickletools
 import re
+import reprlib
 import struct
 import tarfile
 import zipfile
@@ -63,6 +64,19 @@ _STORAGE_TYPES = {
 # _Stub placeholders (their code is never imported or run).
 _STUB_PACKAGES = ("omegaconf", "fairseq", "torchscale", "hydra", "typing", "enum", "pathlib",
                   "argparse", "numpy")
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 3, 60, 60, 40
+
+
+def _short(x):
+    """A bounded repr of something the pickle built (nested 100,000 deep, or an int of a
+    million digits, the plain repr would raise)."""
+    try:
+        return _REPR.repr(x)
+    except Exception:  # noqa: BLE001 - a message must not fail
+        return f"<{type(x).__name__}>"
 
 
 def _malformed(what):
@@ -220,13 +234,13 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     if not isinstance(storage, _StorageRef):
         raise _malformed(f"{name}: the storage is a {type(storage).__name__}, not a storage record")
     if not _is_int(storage_offset):
-        raise _malformed(f"{name}: storage offset {storage_offset!r}")
+        raise _malformed(f"{name}: storage offset {_short(storage_offset)}")
     size = _int_tuple(size, "size", name)
     stride = _int_tuple(stride, "stride", name)
     if len(size) != len(stride):
         raise _malformed(f"{name}: size {list(size)} and stride {list(stride)} differ in length")
     if not isinstance(requires_grad, bool):
-        raise _malformed(f"{name}: requires_grad {requires_grad!r}")
+        raise _malformed(f"{name}: requires_grad {_short(requires_grad)}")
     _no_hooks(backward_hooks, name)
     return _TensorRef(storage, storage_offset, size, stride)
 
@@ -246,9 +260,9 @@ def _rebuild_from_type_v2(func, new_type, args, state):
     # without state is accepted, and func must be the tensor rebuild above.
     name = "torch._tensor._rebuild_from_type_v2"
     if not (isinstance(func, _Call) and func.fn is _rebuild_tensor_v2):
-        raise CheckpointRefused(f"refused: {name} with function {func!r}")
+        raise CheckpointRefused(f"refused: {name} with function {_short(func)}")
     if not (isinstance(new_type, _Marker) and new_type.name in ("torch.Tensor", "torch.nn.parameter.Parameter")):
-        raise CheckpointRefused(f"refused: {name} with type {new_type!r}")
+        raise CheckpointRefused(f"refused: {name} with type {_short(new_type)}")
     if state:
         raise CheckpointRefused(f"refused: {name} with extra state {type(state).__name__}")
     if not isinstance(args, tuple):
@@ -338,7 +352,7 @@ def _numpy_scalar(dtype, data=None):
 def _reconstructor(cls, base, state):
     # copyreg._reconstructor (protocol 0/1 objects): only for placeholder classes.
     if not (isinstance(cls, type) and issubclass(cls, _Stub)):
-        raise CheckpointRefused(f"refused: copyreg._reconstructor of {cls!r}")
+        raise CheckpointRefused(f"refused: copyreg._reconstructor of {_short(cls)}")
     obj = cls()
     if state is not None:
         obj.__setstate__(state)
@@ -405,22 +419,72 @@ class _Unpickler(pickle.Unpickler):
         return self._persistent(pid)
 
 
+_MAX_NESTING = 1000  # a checkpoint nests a few levels; CPython hashes nested tuples recursively in C
+
+
 def _prescan(f):
-    """Walks one pickle's opcodes (pickletools, pure Python) before the C unpickler sees it:
-    that one allocates what a length or memo index says before reading it (LONG_BINPUT
-    4294967295 resizes the memo to 32 GiB), so such values must first be checked against
-    the data actually there."""
+    """Walks one pickle's opcodes (pickletools, pure Python) before the C unpickler sees it,
+    for what would crash or exhaust the process before any of this module's checks:
+    - memo indices and frame sizes: the C unpickler allocates what they say first
+      (LONG_BINPUT 4294967295 resizes the memo to 32 GiB);
+    - nesting: a tuple nested a million deep used as a dict key overflows the C stack in
+      hash() (a segmentation fault, not an exception). Each stack item's nesting depth is
+      followed through the memo; containers changed in place (APPENDS, SETITEMS, BUILD)
+      update the record every reference to them shares."""
     start = f.tell()
     size = f.seek(0, os.SEEK_END) - start
     f.seek(start)
+    stack, memo = [], {}
     try:
         for n, (op, arg, pos) in enumerate(pickletools.genops(f)):
-            if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and not (type(arg) is int and 0 <= arg <= n):
+            name = op.name
+            if name in ("PUT", "BINPUT", "LONG_BINPUT") and not (type(arg) is int and 0 <= arg <= n):
                 raise _malformed(f"memo index {arg} at opcode {n} (a pickle numbers its memo from 0)")
-            if op.name == "FRAME" and arg > size:
+            if name == "FRAME" and arg > size:
                 raise _malformed(f"frame of {arg} bytes in a pickle of {size}")
-            if op.name == "PROTO" and arg > pickle.HIGHEST_PROTOCOL:
+            if name == "PROTO" and arg > pickle.HIGHEST_PROTOCOL:
                 raise _malformed(f"pickle protocol {arg}")
+            if name == "MARK":
+                stack.append(None)
+                continue
+            before = op.stack_before
+            below = before.index(pickletools.markobject) if pickletools.markobject in before else len(before)
+            above = []
+            if below < len(before):  # pops everything down to the last MARK
+                if None not in stack:
+                    raise _malformed(f"{name} without a MARK")
+                i = len(stack) - 1 - stack[::-1].index(None)
+                above = stack[i + 1:]
+                del stack[i:]
+            if below:
+                if len(stack) < below or None in stack[-below:]:
+                    raise _malformed(f"{name} on a stack of {len(stack)}")
+                consumed = stack[-below:] + above
+                del stack[-below:]
+            else:
+                consumed = above
+            if name in ("PUT", "BINPUT", "LONG_BINPUT"):  # the top stays on the stack
+                if not stack or stack[-1] is None:
+                    raise _malformed(f"{name} without an object")
+                memo[arg] = stack[-1]
+            elif name == "MEMOIZE":
+                memo[len(memo)] = consumed[0]
+                stack.append(consumed[0])
+            elif name in ("GET", "BINGET", "LONG_BINGET"):
+                stack.append(memo.get(arg, [0]))
+            elif name == "DUP":
+                stack += [consumed[0], consumed[0]]
+            elif name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS", "ADDITEMS", "BUILD"):
+                rec = consumed[0]
+                rec[0] = max([rec[0]] + [1 + c[0] for c in consumed[1:]])
+                if rec[0] > _MAX_NESTING:
+                    raise _malformed(f"objects nested deeper than {_MAX_NESTING} levels")
+                stack.append(rec)
+            elif op.stack_after:
+                depth = 1 + max((c[0] for c in consumed), default=0)
+                if depth > _MAX_NESTING:
+                    raise _malformed(f"objects nested deeper than {_MAX_NESTING} levels")
+                stack.append([depth])
     except CheckpointError:
         raise
     except (ValueError, EOFError, UnicodeDecodeError, struct.error, OverflowError) as e:
@@ -446,16 +510,16 @@ def _unpickle(f, persistent=None):
 def _storage_pid(pid, numel_items):
     # ('storage', storage_type, key, location, numel[, view_metadata])
     if not isinstance(pid, tuple) or len(pid) != numel_items or pid[0] != "storage":
-        raise _malformed(f"persistent id {str(pid)[:80]}")
+        raise _malformed(f"persistent id {_short(pid)}")
     stype, key, location, numel = pid[1:5]
     if not isinstance(stype, _StorageType):
-        raise _malformed(f"storage type {stype!r}")
+        raise _malformed(f"storage type {_short(stype)}")
     if not isinstance(key, str) or not re.fullmatch(r"[0-9A-Za-z_]{1,64}", key):
-        raise _malformed(f"storage key {key!r}")
+        raise _malformed(f"storage key {_short(key)}")
     if not isinstance(location, str):
-        raise _malformed(f"storage location {location!r}")
+        raise _malformed(f"storage location {_short(location)}")
     if not _is_int(numel):
-        raise _malformed(f"storage size {numel!r}")
+        raise _malformed(f"storage size {_short(numel)}")
     return stype, key, numel
 
 
@@ -559,7 +623,7 @@ def _read_legacy(path, f):
             return roots[key]
         if not (isinstance(view, tuple) and len(view) == 3 and isinstance(view[0], str) and _is_int(view[1])
                 and _is_int(view[2]) and view[1] + view[2] <= numel):
-            raise _malformed(f"storage view {str(view)[:80]}")
+            raise _malformed(f"storage view {_short(view)}")
         vkey = view[0]
         if vkey not in views:
             views[vkey] = _StorageRef(vkey, stype, view[2], root=key, offset=view[1])
@@ -642,8 +706,10 @@ def read_checkpoint(path):
 
 
 def load_checkpoint(path):
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise ConvertError(f"{path}: no such file")
+    if not os.path.isfile(path):  # a FIFO or device would block or never end
+        raise ConvertError(f"{path}: not a regular file")
     try:
         ck, tensor = read_checkpoint(path)
     except CheckpointError as e:
@@ -653,7 +719,7 @@ def load_checkpoint(path):
         raise ConvertError(f"{path}: the checkpoint is a {_type_name(ck)}, expected a dict "
                            "{'model': state_dict, 'args' or 'cfg': ...}")
     if "model" not in ck:
-        keys = ", ".join(str(k)[:40] for k in list(ck)[:20])
+        keys = ", ".join(_short(k) for k in list(ck)[:20])
         raise ConvertError(f"{path}: the checkpoint has no 'model' entry (keys: {keys}); "
                            "expected {'model': state_dict, 'args' or 'cfg': ...} as fairseq and torchscale save")
     refs = ck["model"]
@@ -662,7 +728,7 @@ def load_checkpoint(path):
     bad = [k for k, v in refs.items() if not isinstance(k, str) or not isinstance(v, _TensorRef)]
     if bad:
         raise ConvertError(f"{path}: 'model' entries that are not name -> tensor: "
-                           f"{', '.join(str(k)[:60] for k in bad[:5])}")
+                           f"{', '.join(_short(k) for k in bad[:5])}")
     try:
         sd = collections.OrderedDict((k, tensor(v)) for k, v in refs.items())
     except CheckpointError as e:
@@ -724,18 +790,18 @@ def plain(x, depth=0, budget=None):
             return {_key(k): rec(v) for k, v in x.__dict__["_items"].items()}
         if "_list" in x.__dict__:
             return [rec(v) for v in x.__dict__["_list"]]
-        return repr(x)
+        return _short(x)
     if isinstance(x, dict):
         return {_key(k): rec(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [rec(v) for v in x]
     if x is None or isinstance(x, (str, bool, int, float)):
         return x
-    return repr(x)
+    return _short(x)
 
 
 def _key(k):
-    return k if k is None or isinstance(k, (str, bool, int, float)) else repr(k)
+    return k if k is None or isinstance(k, (str, bool, int, float)) else _short(k)
 
 
 _INTERP = re.compile(r"^\$\{([A-Za-z0-9_.]+)\}$")
