@@ -51,6 +51,7 @@ _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 _LEGACY_PROTOCOL = 1001
 _MAX_DIMS = 64
 _MAX_INT = 1 << 62
+_MAX_DIM_SIZE = (1 << 31) - 1  # no real weight has a longer dimension (an empty tensor could claim any)
 
 # storage class name -> (torch dtype name, bytes per element)
 _STORAGE_TYPES = {
@@ -215,9 +216,9 @@ def _is_int(x, lo=0, hi=_MAX_INT):
     return type(x) is int and lo <= x <= hi
 
 
-def _int_tuple(x, what, name):
-    if not isinstance(x, (tuple, list)) or len(x) > _MAX_DIMS or not all(_is_int(v) for v in x):
-        raise _malformed(f"{name}: {what} is not a tuple of at most {_MAX_DIMS} non-negative ints")
+def _int_tuple(x, what, name, hi=_MAX_INT):
+    if not isinstance(x, (tuple, list)) or len(x) > _MAX_DIMS or not all(_is_int(v, 0, hi) for v in x):
+        raise _malformed(f"{name}: {what} is not a tuple of at most {_MAX_DIMS} ints in 0..{hi}")
     return tuple(x)
 
 
@@ -235,7 +236,7 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
         raise _malformed(f"{name}: the storage is a {type(storage).__name__}, not a storage record")
     if not _is_int(storage_offset):
         raise _malformed(f"{name}: storage offset {_short(storage_offset)}")
-    size = _int_tuple(size, "size", name)
+    size = _int_tuple(size, "size", name, hi=_MAX_DIM_SIZE)
     stride = _int_tuple(stride, "stride", name)
     if len(size) != len(stride):
         raise _malformed(f"{name}: size {list(size)} and stride {list(stride)} differ in length")
