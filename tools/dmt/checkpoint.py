@@ -11,7 +11,9 @@ file is never handed to torch.load: this module reads torch.save's formats itsel
   keys), then each storage as an int64 element count and its raw bytes;
 - legacy tar (torch < 0.4) is refused with a message saying how to re-save it.
 
-Every pickle goes through _Unpickler, whose find_class is a strict allow-list. Allowed
+Every pickle is first walked opcode by opcode (_prescan: memo indices, frame sizes and
+nesting depth, which the C unpickler would otherwise act on before any check here), then
+goes through _Unpickler, whose find_class is a strict allow-list. Allowed
 names resolve to this module's own inert objects, never to the named Python object:
 _rebuild_tensor_v2 and friends build _TensorRef records (checked against the storage
 records and turned into tensors only after unpickling), OrderedDict/set/frozenset/bytes
@@ -29,7 +31,6 @@ import pickletools
 import re
 import reprlib
 import struct
-import tarfile
 import zipfile
 
 
