@@ -301,7 +301,9 @@ def main():
         return 2
     seed = opts.seed if opts.seed is not None else int(time.time())
     rng = random.Random(seed)
-    work = tempfile.mkdtemp(prefix="deepmt-fuzz-unpickler-")
+    # each input is written to a file (the reader takes a path): in memory where possible
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    work = tempfile.mkdtemp(prefix="deepmt-fuzz-unpickler-", dir=shm)
     crashes = opts.crashes or os.path.join(work, "crashes")
     os.makedirs(crashes, exist_ok=True)
     marker = os.path.join(work, "MARKER")

@@ -436,7 +436,7 @@ def _prescan(f):
     start = f.tell()
     size = f.seek(0, os.SEEK_END) - start
     f.seek(start)
-    stack, memo = [], {}
+    stack, marks, memo = [], [], {}  # marks: stack lengths at each MARK
     try:
         for n, (op, arg, pos) in enumerate(pickletools.genops(f)):
             name = op.name
@@ -447,26 +447,26 @@ def _prescan(f):
             if name == "PROTO" and arg > pickle.HIGHEST_PROTOCOL:
                 raise _malformed(f"pickle protocol {arg}")
             if name == "MARK":
-                stack.append(None)
+                marks.append(len(stack))
                 continue
             before = op.stack_before
             below = before.index(pickletools.markobject) if pickletools.markobject in before else len(before)
             above = []
             if below < len(before):  # pops everything down to the last MARK
-                if None not in stack:
+                if not marks:
                     raise _malformed(f"{name} without a MARK")
-                i = len(stack) - 1 - stack[::-1].index(None)
-                above = stack[i + 1:]
+                i = marks.pop()
+                above = stack[i:]
                 del stack[i:]
             if below:
-                if len(stack) < below or None in stack[-below:]:
+                if len(stack) - (marks[-1] if marks else 0) < below:
                     raise _malformed(f"{name} on a stack of {len(stack)}")
                 consumed = stack[-below:] + above
                 del stack[-below:]
             else:
                 consumed = above
             if name in ("PUT", "BINPUT", "LONG_BINPUT"):  # the top stays on the stack
-                if not stack or stack[-1] is None:
+                if len(stack) <= (marks[-1] if marks else 0):
                     raise _malformed(f"{name} without an object")
                 memo[arg] = stack[-1]
             elif name == "MEMOIZE":
