@@ -4,7 +4,9 @@
     tools/convert_fairseq.py CHECKPOINT.pt OUT_DIR [--dict dict.txt] [--spm spm.model]
                              [--languages en,de,...] [--dtype F32|F16|BF16]
 
-CHECKPOINT is what `torch.load` returns as {'model': state_dict, 'args' or 'cfg': ...}:
+CHECKPOINT is a torch.save file holding {'model': state_dict, 'args' or 'cfg': ...}. It is
+untrusted input: it is never given to torch.load (whose unpickling runs code the file
+names) but read by tools/dmt/checkpoint.py with an allow-list unpickler. The model:
 torchscale's EncoderDecoder (the DeepNet authors' code, also through its fairseq
 machine-translation example) or a fairseq `transformer`. Everything the engine needs is
 read from the checkpoint's args and tensors; an option that is absent from the args gets

@@ -1,0 +1,78 @@
+#!/usr/bin/python3
+"""docker/k8s/*.yaml and docker/compose.yaml: parse, and say what docs/deployment.md says.
+
+- the startup probe asks /ready (200 only once the model is loaded; /health answers
+  before the load) and its periodSeconds x failureThreshold is the load budget the docs
+  give; readiness /ready, liveness /health;
+- the Deployment runs under `podman kube play` as written: no fixed replica count (the
+  HPA's minReplicas >= 2 keeps two in a cluster);
+- a preStop sleep, and a grace period that covers it plus the queue timeout; the
+  documented podman stop timeout equals the grace period.
+Static checks (no cluster, no podman: `make docker-test` runs them for real). TAP
+output; skips without python3-yaml.
+"""
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import tap  # noqa: E402
+
+try:
+    import yaml
+except ImportError:
+    tap.skip("python3-yaml not installed (apt-get install python3-yaml)")
+    sys.exit(tap.done())
+
+K8S = os.path.join(REPO, "docker", "k8s")
+docs = open(os.path.join(REPO, "docs", "deployment.md"), encoding="utf-8").read()
+objs = {}
+for name in sorted(os.listdir(K8S)):
+    if name.endswith(".yaml"):
+        try:
+            docs_in = list(yaml.safe_load_all(open(os.path.join(K8S, name), encoding="utf-8")))
+            objs.update({d["kind"]: d for d in docs_in if d})
+            tap.ok(all(d.get("apiVersion") and d.get("metadata", {}).get("name") for d in docs_in if d),
+                   f"docker/k8s/{name} parses: {', '.join(d['kind'] for d in docs_in if d)}")
+        except Exception as e:  # noqa: BLE001
+            tap.ok(False, f"docker/k8s/{name} parses", detail=str(e))
+try:
+    compose = yaml.safe_load(open(os.path.join(REPO, "docker", "compose.yaml"), encoding="utf-8"))
+    tap.ok(isinstance(compose.get("services"), dict), "docker/compose.yaml parses")
+except Exception as e:  # noqa: BLE001
+    tap.ok(False, "docker/compose.yaml parses", detail=str(e))
+
+dep = objs.get("Deployment", {})
+pod = dep.get("spec", {}).get("template", {}).get("spec", {})
+c = (pod.get("containers") or [{}])[0]
+sp, rp, lp = c.get("startupProbe", {}), c.get("readinessProbe", {}), c.get("livenessProbe", {})
+path = lambda p: p.get("httpGet", {}).get("path")  # noqa: E731
+tap.ok(path(sp) == "/ready", "startupProbe asks /ready (loaded), not /health (answers before the load)",
+       detail=f"startupProbe {sp}")
+budget = sp.get("periodSeconds", 10) * sp.get("failureThreshold", 3)
+m = re.search(r"load budget is\s+(\d+)\s*s", docs.replace("*", ""))
+tap.ok(m is not None and int(m.group(1)) == budget,
+       f"startupProbe periodSeconds x failureThreshold = {budget} s = the load budget docs/deployment.md gives",
+       detail=f"docs say {m.group(0) if m else 'nothing'}")
+tap.ok(path(rp) == "/ready" and path(lp) == "/health", "readiness /ready, liveness /health",
+       detail=f"{rp}\n{lp}")
+
+hpa = objs.get("HorizontalPodAutoscaler", {}).get("spec", {})
+replicas = dep.get("spec", {}).get("replicas", 1)
+tap.ok(replicas == 1 and hpa.get("minReplicas", 0) >= 2 and hpa.get("scaleTargetRef", {}).get("name") ==
+       dep.get("metadata", {}).get("name"),
+       "the Deployment runs as written under podman kube play (one replica); the HPA keeps >= 2 in a cluster",
+       detail=f"replicas {replicas}, hpa {hpa}")
+
+pre = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command", [])
+sleep = int(pre[-1]) if pre and pre[-1].isdigit() else None
+grace = pod.get("terminationGracePeriodSeconds", 30)
+env = {e["name"]: e.get("value") for e in c.get("env", [])}
+queue = int(env.get("DEEPMT_REQUEST_TIMEOUT") or 60)
+tap.ok(sleep is not None and grace >= sleep + queue,
+       f"preStop sleeps {sleep} s; terminationGracePeriodSeconds {grace} >= preStop + queue timeout {queue} s")
+tap.ok(f"podman stop -t {grace}" in docs and "podman kube down" in docs and "network" in docs,
+       "docs/deployment.md: stop the deepmt container first (podman stop -t <grace>), then kube down")
+sys.exit(tap.done())
