@@ -165,7 +165,7 @@ bench: deps-train
 	$(PYTHON) bench/bench.py --build $(BUILD) --model $(MODEL) --shared $(SHARED) \
 	  --threads $(BENCH_THREADS) --rounds $(BENCH_ROUNDS) $(if $(BENCH_SIZE),--size) $(BENCH_ARGS)
 
-# ---- fuzzing (libFuzzer, clang, ASan + UBSan; docs/security.md). Every
+# ---- fuzzing (libFuzzer, clang, ASan + UBSan; README.md, "Development"). Every
 # tests/fuzz/fuzz_<name>.c defines LLVMFuzzerTestOneInput and becomes
 # $(BUILD)/fuzz/fuzz_<name>, linked against the library built again with clang and
 # the sanitizers under $(BUILD)/fuzz/obj. `make fuzz` runs each for FUZZ_SECONDS on

@@ -6,9 +6,10 @@
  * Validation comes before allocation: a first pass checks every shape against the
  * file without allocating anything sized by the config (a config.json claiming
  * 4,000,000 layers is refused at the first missing tensor, before a byte is spent on
- * them), and tables the loader computes are capped by the file's size. Every tensor the model keeps is copied out of the file's mapping
- * and the file is closed once loaded: a model file rewritten while the model is in
- * use (cp new.safetensors model.safetensors) cannot affect it.
+ * them), and tables the loader computes are capped by the file's size. Every tensor
+ * the model keeps is copied out of the file's mapping and the file is closed once
+ * loaded: a model file rewritten while the model is in use (cp new.safetensors
+ * model.safetensors) cannot affect it.
  */
 #include "model/model.h"
 

@@ -2,9 +2,9 @@
 # Runs the libFuzzer targets built by `make fuzz-bin`.
 #   tests/fuzz/run.sh SECONDS [NAME...]     (NAME: text for fuzz_text; default: every target)
 # Each target starts from its committed corpus tests/fuzz/corpus/NAME/ (seeds and
-# regression inputs, replayed first), writes new inputs to $FUZZ_DIR/corpus/NAME/
-# and crashes to $FUZZ_DIR/artifacts/, and runs for SECONDS. Extra libFuzzer flags:
-# FUZZ_FLAGS. Exits 1 when any target found a crash, leak or timeout; prints each
+# regression inputs, replayed first), writes new inputs to $FUZZ_WORK/NAME/ (default
+# $FUZZ_DIR/corpus) and crashes to $FUZZ_DIR/artifacts/, and runs for SECONDS. Extra libFuzzer flags:
+# FUZZ_FLAGS. The log of a run: $FUZZ_WORK/NAME.log. Exits 1 when any target found a crash, leak or timeout; prints each
 # target's last stats line (executions, exec/s, cov, ft).
 set -u
 cd "$(dirname "$0")/../.."
@@ -21,9 +21,9 @@ mkdir -p "$FUZZ_DIR/artifacts"
 for name in $names; do
   bin=$FUZZ_DIR/fuzz_$name
   [ -x "$bin" ] || { echo "run.sh: $bin not built" >&2; status=1; continue; }
-  work=$FUZZ_DIR/corpus/$name
+  work=${FUZZ_WORK:-$FUZZ_DIR/corpus}/$name
   mkdir -p "$work" "tests/fuzz/corpus/$name"
-  log=$FUZZ_DIR/fuzz_$name.log
+  log=$work.log
   dict=""; [ -f "tests/fuzz/$name.dict" ] && dict="-dict=tests/fuzz/$name.dict"
   # ASan's leak check runs at exit; -timeout catches hangs (a load must not block).
   "$bin" -max_total_time="$seconds" -timeout=25 -rss_limit_mb=2048 -print_final_stats=1 \
