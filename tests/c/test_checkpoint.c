@@ -316,6 +316,17 @@ static void file_changes(void) {
 
 /* ---- 5. files that are not regular ---- */
 
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 /* Loads dir in a child under a 10 s alarm: the error text into err; -1 when it hung. */
 static int load_in_child(const char *dir, int ids_only, rlim_t as_limit, char *err, size_t errlen, double *secs) {
     int fds[2];
@@ -327,7 +338,7 @@ static int load_in_child(const char *dir, int ids_only, rlim_t as_limit, char *e
     if (pid == 0) {
         close(fds[0]);
         alarm(10);
-        if (as_limit) {
+        if (as_limit && !UNDER_ASAN) { /* ASan reserves terabytes of address space for its shadow */
             struct rlimit rl = {as_limit, as_limit};
             setrlimit(RLIMIT_AS, &rl);
         }
