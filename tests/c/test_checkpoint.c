@@ -534,7 +534,16 @@ static void oversized_configs(void) {
         if (sin_cases[i].expect) CHECK(rc == 0 && strstr(err, sin_cases[i].expect), what, "%s", made ? err : "no model");
         else CHECK(rc == 0 && !strcmp(err, "LOADED"), what, "%s", made ? err : "no model");
     }
+    /* config.json is read only up to 1 MiB */
+    copy_model_dir(src, dir, 0);
     char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "a");
+    for (int i = 0; f && i < (1 << 20); i += 64) fputs("                                                               \n", f);
+    if (f) fclose(f);
+    int rc = load_in_child(dir, 1, 0, err, sizeof err, NULL);
+    CHECK(rc == 0 && strstr(err, "config.json: ") && strstr(err, "bytes is over the limit of 1048576"),
+          "a config.json over 1 MiB is refused unread", "%s", err);
     for (int i = 0; i < 2; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, i ? "model.safetensors" : "config.json");
         unlink(path);
