@@ -4,6 +4,7 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make serve      serve the default model on http://127.0.0.1:5000
 #   make asan       the test suite under AddressSanitizer + UBSan
+#   make fuzz       each libFuzzer target (tests/fuzz/fuzz_*.c) for FUZZ_SECONDS (600)
 #   make golden     regenerate the committed golden fixtures (needs python3-torch)
 #   make clean
 #
