@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "model/beam.h"
 #include "model/gemm.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
@@ -428,6 +429,14 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (dmt_config_load(path, &m->cfg, err, errlen)) goto fail;
+    /* decoding defaults every request without options would use: refused now, not on
+     * each request */
+    dmt_beam_options defaults = dmt_beam_options_default(&m->cfg);
+    char why[160];
+    if (dmt_beam_options_check(&defaults, why, sizeof why)) {
+        snprintf(err, errlen, "%s: \"decoding\": %s", path, why);
+        goto fail;
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!(m->file = dmt_st_open(path, err, errlen))) goto fail;
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
