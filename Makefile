@@ -4,7 +4,7 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make serve      serve the default model on http://127.0.0.1:5000
 #   make asan       the test suite under AddressSanitizer + UBSan
-#   make fuzz       each libFuzzer target (tests/fuzz/fuzz_*.c) for FUZZ_SECONDS (600)
+#   make fuzz       each fuzz target (tests/fuzz/fuzz_*.c with libFuzzer, fuzz_*.py) for FUZZ_SECONDS (600)
 #   make golden     regenerate the committed golden fixtures (needs python3-torch)
 #   make clean
 #
@@ -171,8 +171,10 @@ bench: deps-train
 # $(BUILD)/fuzz/fuzz_<name>, linked against the library built again with clang and
 # the sanitizers under $(BUILD)/fuzz/obj. `make fuzz` runs each for FUZZ_SECONDS on
 # tests/fuzz/corpus/<name>/ (committed seeds and regression inputs; new inputs go to
-# $(BUILD)/fuzz/corpus/<name>/, crashes to $(BUILD)/fuzz/artifacts/). FUZZ=name runs
-# only fuzz_<name>. `make test` runs each for a few seconds (tests/sh/test_fuzz.sh).
+# $(BUILD)/fuzz/corpus/<name>/, crashes to $(BUILD)/fuzz/artifacts/), and each Python
+# target tests/fuzz/fuzz_<name>.py as `fuzz_<name>.py --seconds FUZZ_SECONDS`.
+# FUZZ=name runs only fuzz_<name>. `make test` runs each for a few seconds
+# (tests/sh/test_fuzz.sh; tests/py/test_fuzz_unpickler.py).
 FUZZ_CC      ?= clang
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 600
