@@ -4,6 +4,7 @@
 #   make test       build and run every test; ends with "N passed, N failed"
 #   make serve      serve the default model on http://127.0.0.1:5000
 #   make asan       the test suite under AddressSanitizer + UBSan
+#   make fuzz       each fuzz target (tests/fuzz/fuzz_*.c with libFuzzer, fuzz_*.py) for FUZZ_SECONDS (600)
 #   make golden     regenerate the committed golden fixtures (needs python3-torch)
 #   make clean
 #
@@ -164,3 +165,43 @@ bench: deps-train
 	@$(MAKE) --no-print-directory $(BUILD)/deepmt bench-bin
 	$(PYTHON) bench/bench.py --build $(BUILD) --model $(MODEL) --shared $(SHARED) \
 	  --threads $(BENCH_THREADS) --rounds $(BENCH_ROUNDS) $(if $(BENCH_SIZE),--size) $(BENCH_ARGS)
+
+# ---- fuzzing (libFuzzer, clang, ASan + UBSan; README.md, "Development"). Every
+# tests/fuzz/fuzz_<name>.c defines LLVMFuzzerTestOneInput and becomes
+# $(BUILD)/fuzz/fuzz_<name>, linked against the library built again with clang and
+# the sanitizers under $(BUILD)/fuzz/obj. `make fuzz` runs each for FUZZ_SECONDS on
+# tests/fuzz/corpus/<name>/ (committed seeds and regression inputs; new inputs go to
+# $(BUILD)/fuzz/corpus/<name>/, crashes to $(BUILD)/fuzz/artifacts/), and each Python
+# target tests/fuzz/fuzz_<name>.py as `fuzz_<name>.py --seconds FUZZ_SECONDS`.
+# FUZZ=name runs only fuzz_<name>. `make test` runs each for a few seconds
+# (tests/sh/test_fuzz.sh; tests/py/test_fuzz_unpickler.py).
+FUZZ_CC      ?= clang
+FUZZ_CXX     ?= clang++
+FUZZ_SECONDS ?= 600
+FUZZ         ?=
+FUZZ_DIR     := $(BUILD)/fuzz
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP \
+                $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_CXXFLAGS:= -std=c++17 -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
+FUZZ_LIB_OBJ := $(LIB_SRC:%.c=$(FUZZ_DIR)/obj/%.o) $(LIB_CXX:%.cc=$(FUZZ_DIR)/obj/%.o)
+
+$(FUZZ_DIR)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -c $< -o $@
+$(FUZZ_DIR)/obj/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(FUZZ_CXX) $(FUZZ_CXXFLAGS) -c $< -o $@
+$(FUZZ_DIR)/libdeepmt.a: $(FUZZ_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/obj/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libdeepmt.a
+	$(FUZZ_CXX) -fsanitize=fuzzer $(FUZZ_SAN) -pthread -o $@ $< $(FUZZ_DIR)/libdeepmt.a $(LDLIBS)
+
+.PHONY: fuzz fuzz-bin
+fuzz-bin: $(FUZZ_BIN)
+fuzz: deps-test
+	@$(MAKE) --no-print-directory fuzz-bin
+	@FUZZ_DIR=$(FUZZ_DIR) tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ)

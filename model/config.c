@@ -1,10 +1,14 @@
 /* config.c — config.json -> dmt_config, with every key type- and range-checked. */
 #include "model/config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "model/fileio.h"
 
 /* Each getter writes "config.json: <key>: <problem>" and returns -1 on failure. */
 
@@ -223,12 +227,17 @@ int dmt_config_parse(const char *json_text, dmt_config *cfg, char *err, size_t e
 }
 
 int dmt_config_load(const char *path, dmt_config *cfg, char *err, size_t errlen) {
+    size_t len;
+    char *text = dmt_file_read_small(path, DMT_CONFIG_MAX_BYTES, &len, err, errlen);
+    if (!text) {
+        if (errno == ENOENT) snprintf(err, errlen, "%s: cannot open (missing config.json?)", path);
+        return -1;
+    }
     json_error_t je;
-    json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    free(text);
     if (!root) {
-        FILE *f = fopen(path, "r");
-        if (!f) snprintf(err, errlen, "%s: cannot open (missing config.json?)", path);
-        else if (fclose(f), !je.text[0]) snprintf(err, errlen, "%s: out of memory parsing it", path);
+        if (!je.text[0]) snprintf(err, errlen, "%s: out of memory parsing it", path); /* jansson: no text */
         else snprintf(err, errlen, "%s: not valid JSON (line %d: %s)", path, je.line, je.text);
         return -1;
     }

@@ -15,6 +15,7 @@ typedef enum { DMT_POS_SINUSOIDAL, DMT_POS_LEARNED } dmt_position_kind;
 
 #define DMT_MAX_LANGUAGES 128
 #define DMT_MAX_POSITIONS 65536 /* longest sequence a config may declare */
+#define DMT_CONFIG_MAX_BYTES (1u << 20) /* config.json is a few KB; larger is refused unread */
 
 typedef struct {
     char code[16];   /* "de" */
@@ -56,7 +57,8 @@ typedef struct {
     dmt_decoding_defaults decoding;
 } dmt_config;
 
-/* Parses config.json at `path` into *cfg. 0 on success, -1 with a message in err. */
+/* Parses config.json at `path` into *cfg. 0 on success, -1 with a message in err.
+ * Refuses a non-regular file (FIFO, directory, device) without blocking. */
 int dmt_config_load(const char *path, dmt_config *cfg, char *err, size_t errlen);
 
 /* The same from a JSON string (tests, converters). */

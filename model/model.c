@@ -2,6 +2,14 @@
  *
  * Every tensor the config implies must be present with its exact shape, and nothing
  * else may be: a checkpoint that does not match its config is refused, never guessed.
+ *
+ * Validation comes before allocation: a first pass checks every shape against the
+ * file without allocating anything sized by the config (a config.json claiming
+ * 4,000,000 layers is refused at the first missing tensor, before a byte is spent on
+ * them), and tables the loader computes are capped by the file's size. Every tensor
+ * the model keeps is copied out of the file's mapping and the file is closed once
+ * loaded: a model file rewritten while the model is in use (cp new.safetensors
+ * model.safetensors) cannot affect it.
  */
 #include "model/model.h"
 
@@ -13,6 +21,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "model/beam.h"
 #include "model/gemm.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
@@ -24,9 +33,9 @@ typedef struct {
     int sizing;            /* 1: first pass, only validates shapes and adds up arena_need */
     size_t arena_need;     /* bytes the arena needs (sizing pass) */
     int n_f32, n_f16, n_bf16;
-    int n_in_place;        /* F32 tensors used straight from the mapping */
     unsigned char *arena;  /* room for every widened, copied or packed tensor (see make_arena) */
     size_t arena_left;     /* bytes */
+    const float *sinusoid; /* the sinusoid table, shared by both stacks (same rows, d_model) */
     float *rows;           /* widening buffer for packing: DMT_PANEL rows of the widest layer */
     size_t rows_cap;       /* floats */
     char *err;
@@ -129,7 +138,8 @@ static const dmt_st_tensor *find_tensor(loader *L, const char *name, int64_t d0,
     return t;
 }
 
-static int in_place_ok(const dmt_st_tensor *t) {
+/* F32 data the packing can read straight from the mapping (no widening buffer). */
+static int direct_f32(const dmt_st_tensor *t) {
     return t->dtype == DMT_DTYPE_F32 && ((uintptr_t)t->data & 3) == 0;
 }
 
@@ -140,27 +150,24 @@ static void widen(float *dst, const dmt_st_tensor *t, size_t first, size_t n) {
     else memcpy(dst, (const float *)t->data + first, n * sizeof(float));
 }
 
-/* The named tensor as row-major F32 with shape [d0] or [d0, d1]. NULL + err if absent
- * or mis-shaped. F32 data is used in place when aligned; otherwise widened/copied. */
+/* The named tensor as row-major F32 with shape [d0] or [d0, d1], in the arena (widened
+ * or copied: never a view of the file, which is closed after loading). NULL + err if
+ * absent or mis-shaped. */
 static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
     const dmt_st_tensor *t = find_tensor(L, name, d0, d1);
     if (!t) return NULL;
     if (L->sizing) {
-        if (!in_place_ok(t)) L->arena_need += arena_round((size_t)t->numel * sizeof(float));
+        L->arena_need += arena_round((size_t)t->numel * sizeof(float));
         return sizing_placeholder;
     }
     L->m->weight_bytes_memory += (size_t)t->numel * sizeof(float);
-    if (in_place_ok(t)) {
-        L->n_in_place++;
-        return t->data;
-    }
     float *wide = take(L, (size_t)t->numel * sizeof(float));
     if (!wide) {
         snprintf(L->err, L->errlen, "%s: out of memory widening \"%s\"", L->path, name);
         return NULL;
     }
     widen(wide, t, 0, (size_t)t->numel);
-    if (t->dtype != DMT_DTYPE_F32) dmt_st_drop_range(t->data, t->nbytes);
+    dmt_st_drop_range(t->data, t->nbytes); /* the file's pages would double the resident memory */
     return wide;
 }
 
@@ -182,7 +189,7 @@ static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, in
         return 0;
     }
     size_t need_rows = (size_t)DMT_PANEL * (size_t)in;
-    if (!in_place_ok(t) && need_rows > L->rows_cap) {
+    if (!direct_f32(t) && need_rows > L->rows_cap) {
         float *r = dmt_st_fault_hit() ? NULL : realloc(L->rows, need_rows * sizeof(float));
         if (!r) goto oom;
         L->rows = r;
@@ -195,7 +202,7 @@ static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, in
     for (int j0 = 0; j0 < out; j0 += DMT_PANEL) {
         int rows = out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL;
         const float *src = (const float *)t->data + (size_t)j0 * in;
-        if (!in_place_ok(t)) {
+        if (!direct_f32(t)) {
             widen(L->rows, t, (size_t)j0 * in, (size_t)rows * in);
             src = L->rows;
         }
@@ -256,11 +263,31 @@ static int bind_attention(loader *L, dmt_attention_weights *a, const char *prefi
     return 0;
 }
 
-/* fairseq's sinusoidal table: row r = [sin(r f_i) | cos(r f_i)], f_i = exp(-i ln(1e4)/(half-1)). */
+/* A sinusoid table may always take this much; beyond it, no more than the model file
+ * (a real model's weights dwarf its table; a crafted config.json does not get to
+ * allocate gigabytes from max_positions x d_model). */
+#define SINUSOID_FREE_BYTES ((size_t)64 << 20)
+
+/* fairseq's sinusoidal table: row r = [sin(r f_i) | cos(r f_i)], f_i = exp(-i ln(1e4)/(half-1)).
+ * Built once, shared by the encoder and the decoder. */
 static const float *sinusoid_table(loader *L, int rows, int d) {
-    if (L->sizing) return sizing_placeholder;
-    float *t = own(L->m, (size_t)rows * (size_t)d * sizeof(float));
-    if (!t) return NULL;
+    size_t bytes = (size_t)rows * (size_t)d * sizeof(float), file = dmt_st_file_size(L->m->file);
+    if (L->sizing) {
+        if (bytes > SINUSOID_FREE_BYTES && bytes > file) {
+            snprintf(L->err, L->errlen,
+                     "config.json: max_positions + position_offset = %d rows of d_model %d make a %zu MiB sinusoid "
+                     "table, more than %s (%zu MiB) and the %zu MiB any model may have",
+                     rows, d, bytes >> 20, L->path, file >> 20, SINUSOID_FREE_BYTES >> 20);
+            return NULL;
+        }
+        return sizing_placeholder;
+    }
+    if (L->sinusoid) return L->sinusoid;
+    float *t = own(L->m, bytes);
+    if (!t) {
+        snprintf(L->err, L->errlen, "out of memory");
+        return NULL;
+    }
     int half = d / 2;
     double step = log(10000.0) / (half - 1);
     for (int r = 0; r < rows; r++)
@@ -269,7 +296,7 @@ static const float *sinusoid_table(loader *L, int rows, int d) {
             t[(size_t)r * d + i] = (float)sin(a);
             t[(size_t)r * d + half + i] = (float)cos(a);
         }
-    return t;
+    return L->sinusoid = t;
 }
 
 static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_layers, float alpha,
@@ -279,15 +306,19 @@ static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_
     char name[NAME_MAX_LEN - 32];
     s->n_layers = n_layers;
     s->alpha = alpha;
-    if (!s->layers) s->layers = own(L->m, (size_t)n_layers * sizeof *s->layers); /* kept from the sizing pass */
-    if (!s->layers) { snprintf(L->err, L->errlen, "out of memory"); return -1; }
-    memset(s->layers, 0, (size_t)n_layers * sizeof *s->layers);
+    /* the sizing pass binds every layer into one scratch struct: the array is only
+     * allocated once the file has been found to hold all n_layers */
+    dmt_layer_weights scratch;
+    if (!L->sizing) {
+        s->layers = own(L->m, (size_t)n_layers * sizeof *s->layers);
+        if (!s->layers) { snprintf(L->err, L->errlen, "out of memory"); return -1; }
+        memset(s->layers, 0, (size_t)n_layers * sizeof *s->layers);
+    }
     int rows = c->max_positions + c->position_offset;
     if (c->positions == DMT_POS_LEARNED) {
         snprintf(name, sizeof name, "%s.embed_positions.weight", which);
         if (!(s->positions = bind(L, name, rows, d))) return -1;
     } else if (!(s->positions = sinusoid_table(L, rows, d))) {
-        snprintf(L->err, L->errlen, "out of memory");
         return -1;
     }
     if (c->layernorm_embedding) {
@@ -299,7 +330,7 @@ static int bind_stack(loader *L, dmt_stack_weights *s, const char *which, int n_
         if (bind_norm(L, &s->layer_norm, name, d)) return -1;
     }
     for (int i = 0; i < n_layers; i++) {
-        dmt_layer_weights *w = &s->layers[i];
+        dmt_layer_weights *w = L->sizing ? &scratch : &s->layers[i];
         char p[96];
         snprintf(p, sizeof p, "%s.layers.%d", which, i);
 #define SUB(suffix) (snprintf(name, sizeof name, "%s.%s", p, suffix), name)
@@ -378,6 +409,15 @@ static int check_languages(dmt_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* The number of tensors config.json implies (docs/model-format.md), in 64 bits: a
+ * config may claim any number of layers. */
+static int64_t implied_tensors(const dmt_config *c) {
+    int64_t per_stack = (c->positions == DMT_POS_LEARNED) + 2 * c->layernorm_embedding +
+                        2 * (c->normalization == DMT_NORM_PRE);
+    return 1 + !c->share_embeddings + !c->tie_output + 2 * per_stack + 16 * (int64_t)c->encoder_layers +
+           26 * (int64_t)c->decoder_layers;
+}
+
 dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, size_t errlen) {
     char path[4096];
     dmt_model *m = dmt_st_fault_hit() ? NULL : calloc(1, sizeof *m);
@@ -389,6 +429,14 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     }
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (dmt_config_load(path, &m->cfg, err, errlen)) goto fail;
+    /* decoding defaults every request without options would use: refused now, not on
+     * each request */
+    dmt_beam_options defaults = dmt_beam_options_default(&m->cfg);
+    char why[160];
+    if (dmt_beam_options_check(&defaults, why, sizeof why)) {
+        snprintf(err, errlen, "%s: \"decoding\": %s", path, why);
+        goto fail;
+    }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!(m->file = dmt_st_open(path, err, errlen))) goto fail;
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
@@ -406,14 +454,20 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     L.sizing = 1;
     int rc = bind_all(&L);
     L.sizing = 0;
+    int64_t implied = implied_tensors(&m->cfg);
+    if (rc && implied > dmt_st_count(m->file)) {
+        size_t len = strlen(err);
+        snprintf(err + len, errlen - len, " (config.json implies %lld tensors: %d encoder and %d decoder layers; the file has %d)",
+                 (long long)implied, m->cfg.encoder_layers, m->cfg.decoder_layers, dmt_st_count(m->file));
+    }
     if (!rc) rc = make_arena(&L);
     if (!rc) rc = bind_all(&L);
     free(L.used);
     free(L.rows);
     if (rc) goto fail;
-    /* F16/BF16 models live in their widened copies: the file's pages would only double
-     * the resident memory (6 GiB for a 3.2B model). */
-    if (L.n_in_place == 0) dmt_st_drop_pages(m->file);
+    /* everything is copied: the model no longer depends on the file */
+    dmt_st_close(m->file);
+    m->file = NULL;
     if (!opts.ids_only) {
         if (!(m->tokenizer = dmt_tokenizer_load(dir, m->cfg.vocab_size, m->cfg.unk_id, err, errlen))) goto fail;
         if (check_languages(m, err, errlen)) goto fail;

@@ -1,8 +1,9 @@
 /* model.h — a loaded model: config, weights and tokenizer; read-only once loaded.
  *
  * A dmt_model is shared by every worker thread; per-worker buffers (activations,
- * KV caches) live in a dmt_state (forward.h). Weight pointers are views into the
- * mmap'd safetensors file (F32) or into buffers widened at load (F16/BF16).
+ * KV caches) live in a dmt_state (forward.h). Weights live in memory the model owns
+ * (copied, widened or packed at load); the model file is closed once loaded, so
+ * replacing or truncating it cannot affect a loaded model.
  */
 #ifndef DEEPMT_MODEL_MODEL_H
 #define DEEPMT_MODEL_MODEL_H
@@ -68,7 +69,7 @@ typedef struct dmt_model {
     dmt_weight_layout layout;            /* of every linear layer */
     struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
     /* load bookkeeping */
-    struct dmt_safetensors *file;
+    struct dmt_safetensors *file;        /* open during the load only; NULL afterwards */
     void **owned;                        /* widened copies and tables, freed with the model */
     int n_owned, cap_owned;
     size_t weight_bytes_file;            /* bytes of tensor data in the file */

@@ -2,14 +2,14 @@
 #include "model/safetensors.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
+
+#include "model/fileio.h"
 
 /* A header larger than this is refused before it is parsed (real ones are KBs). */
 #define MAX_HEADER_BYTES (100u << 20)
@@ -246,18 +246,11 @@ done:
 dmt_safetensors *dmt_st_open(const char *path, char *err, size_t errlen) {
     dmt_safetensors *st = fault_calloc(1, sizeof *st);
     if (!st) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = dmt_file_open_regular(path, &st->size, err, errlen);
     if (fd < 0) {
-        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         free(st);
         return NULL;
     }
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        snprintf(err, errlen, "%s: not a regular file", path);
-        goto fail;
-    }
-    st->size = (size_t)sb.st_size;
     if (st->size < 8) {
         snprintf(err, errlen, "%s: truncated: %zu bytes, shorter than the 8-byte header length", path, st->size);
         goto fail;
@@ -302,10 +295,6 @@ void dmt_st_drop_range(const void *data, size_t nbytes) {
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), begin = ((uintptr_t)data + page - 1) & ~(page - 1),
               end = ((uintptr_t)data + nbytes) & ~(page - 1);
     if (end > begin) madvise((void *)begin, end - begin, MADV_DONTNEED);
-}
-
-void dmt_st_drop_pages(const dmt_safetensors *st) {
-    if (st->map) madvise((void *)st->map, st->size, MADV_DONTNEED);
 }
 
 const dmt_st_tensor *dmt_st_find(const dmt_safetensors *st, const char *name) {

@@ -4,6 +4,11 @@
  * {name: {dtype, shape, data_offsets}}, then the data. The file is mmap'd read-only;
  * tensors point into the mapping. Opening checks the whole header: JSON shape,
  * known dtypes, byte sizes against shapes, ranges inside the file, no overlaps.
+ * A non-regular file (FIFO, directory, device) is refused without blocking.
+ *
+ * The mapping is for loading only: a file replaced by truncating and rewriting it
+ * (cp over it) makes reads of the mapping fault (SIGBUS), so the loader copies what
+ * it keeps and closes the file before the model is used (model.c).
  */
 #ifndef DEEPMT_MODEL_SAFETENSORS_H
 #define DEEPMT_MODEL_SAFETENSORS_H
@@ -35,10 +40,6 @@ int dmt_st_count(const dmt_safetensors *st);
 const dmt_st_tensor *dmt_st_tensor_at(const dmt_safetensors *st, int i);
 const dmt_st_tensor *dmt_st_find(const dmt_safetensors *st, const char *name);
 size_t dmt_st_file_size(const dmt_safetensors *st);
-
-/* Tells the kernel the mapped pages are no longer needed (once every tensor has been
- * widened or copied): they leave the resident set; a later read faults them back in. */
-void dmt_st_drop_pages(const dmt_safetensors *st);
 
 /* The same for the whole pages inside [data, data + nbytes): called after a tensor is
  * widened, so loading a large F16 model never holds both copies in memory. Always safe:

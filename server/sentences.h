@@ -30,7 +30,10 @@ typedef struct {
 /* Splits len bytes of UTF-8 text. Writes at most cap spans to out (out may be
  * NULL when cap is 0) and returns the number of sentences in the text, which may
  * be more than cap: call once with cap 0 to size the array. Whitespace-only text
- * has 0 sentences. Invalid UTF-8 does not crash; its bytes count as letters. */
+ * has 0 sentences. Invalid UTF-8 does not crash (the server validates it first): a
+ * byte that starts no valid sequence stands for the code point of its value (0x85
+ * and 0xA0 count as spaces, other bytes as letters), and an overlong form for the
+ * code point it encodes. */
 int dmt_sentences_split(const char *text, size_t len, dmt_span *out, int cap);
 
 #endif

@@ -5,7 +5,8 @@
  *   3. load the weights on a background thread, then start the workers (/ready 200);
  *   4. on SIGTERM or SIGINT: stop accepting connections, let every request in
  *      flight finish (a second signal cuts the wait short), stop the workers and
- *      the HTTP threads, exit 0.
+ *      the HTTP threads, exit 0. A signal during the load exits at once: the
+ *      loader is not waited for (nothing depends on it).
  * Signals are turned into bytes on a pipe by a handler (the only global here):
  * BLAS creates threads before main() that would not block them, so sigwait()
  * could not be relied on.
@@ -202,6 +203,14 @@ int dmt_server_run(const dmt_server_config *cfg) {
                            atomic_load(&srv.active), atomic_load(&srv.active) == 1 ? "" : "s");
             break;
         }
+    }
+    if (!dmt_scheduler_ready(srv.sched) && !atomic_load(&ls.failed)) {
+        /* still loading (a large model, a slow disk): nothing is in flight, and the
+         * loader cannot be interrupted, so stop without waiting for it */
+        dmt_http_stop(&srv);
+        dmt_server_log(cfg, "stopped while the model was loading");
+        fflush(NULL);
+        _exit(status);
     }
     /* drain: no new connections; requests in flight finish */
     dmt_http_quiesce(&srv);

@@ -5,6 +5,7 @@
  */
 #include "tokenizer/tokenizer.h"
 
+#include "model/fileio.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/utf8.h"
 
@@ -73,27 +74,16 @@ static int build_index(dmt_tokenizer *tok, char *err, size_t errlen) {
 
 /* ---- loading ---- */
 
+#define VOCAB_MAX_BYTES ((size_t)256 << 20) /* 10^6 pieces of 256 bytes */
+
 /* Reads vocab.txt into tok->vocab_text and points tok->pieces at its lines. */
 static int read_vocab(dmt_tokenizer *tok, const char *path, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(err, errlen, "%s: %s", path, strerror(errno)); return -1; }
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap + 1);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *bigger = realloc(buf, 2 * cap + 1);
-            if (!bigger) { free(buf); buf = NULL; break; }
-            buf = bigger;
-            cap *= 2;
-        }
-    }
-    int read_failed = ferror(f);
-    fclose(f);
-    if (!buf) { set_err(err, errlen, "%s: out of memory", path); return -1; }
+    size_t len;
+    char fileerr[512];
+    /* a FIFO or device named vocab.txt is refused, not waited on or read for ever */
+    char *buf = dmt_file_read_small(path, VOCAB_MAX_BYTES, &len, fileerr, sizeof fileerr);
+    if (!buf) { set_err(err, errlen, "%s", fileerr); return -1; }
     tok->vocab_text = buf;
-    if (read_failed) { set_err(err, errlen, "%s: read error", path); return -1; }
-    buf[len] = '\0';
     if (memchr(buf, '\0', len)) { set_err(err, errlen, "%s: contains a NUL byte", path); return -1; }
 
     int lines = 0;                       /* a last line without '\n' still counts */

@@ -11,14 +11,33 @@
  *    fails, and jansson's allocations are routed through the same countdown. For
  *    n = 0, 1, ... until a load succeeds, the load must fail cleanly (NULL and a
  *    message); under `make asan` LeakSanitizer checks nothing leaks on any path.
+ * 4. A loaded model does not depend on its file: an F32 model (every tensor could be
+ *    a view of the mapping) gives the same log-probabilities after its
+ *    model.safetensors is truncated, rewritten with other bytes, or deleted (a SIGBUS
+ *    on the old loader, reported here as a failure).
+ * 5. Files that are not regular (FIFO, directory, /dev/zero) as config.json,
+ *    model.safetensors, sentencepiece.model or vocab.txt are refused at once, never
+ *    waited on (the test would hang: run.sh's caller sees the timeout).
+ * 6. Configs that claim what the file cannot back (millions of layers, huge
+ *    sinusoid tables) are refused before anything that size is allocated: the load
+ *    runs under a 1 GiB address-space limit in a child process.
  */
 #include <dirent.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "model/config.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "tests/c/check.h"
@@ -208,7 +227,334 @@ static void inject(const char *rel, int ids_only) {
     dmt_model_free(m);
 }
 
+/* ---- 4. the model file changes under a loaded model ---- */
+
+static int copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    char buf[65536];
+    size_t n;
+    int ok = in && out;
+    while (ok && (n = fread(buf, 1, sizeof buf, in)) > 0) ok = fwrite(buf, 1, n, out) == n;
+    if (in) fclose(in);
+    if (out && fclose(out)) ok = 0;
+    return ok ? 0 : -1;
+}
+
+static const char *sigbus_what;
+
+static void on_sigbus(int sig) {
+    /* the old loader read weights straight from the mapping: report, do not crash the run */
+    static const char msg[] = "not ok - SIGBUS: the loaded model read its (changed) file: ";
+    ssize_t w = write(1, msg, sizeof msg - 1);
+    w = write(1, sigbus_what, strlen(sigbus_what));
+    w = write(1, "\n", 1);
+    (void)w;
+    _exit(1);
+}
+
+/* Encodes a fixed sentence and decodes one step; the log-probabilities into lp. */
+static int run_model(const dmt_model *m, float *lp, char *err, size_t errlen) {
+    static const int32_t src[] = {7, 9, 11, 13, 2};
+    const int32_t *rows[] = {src};
+    int len[] = {5}, hyp_src[] = {0};
+    int32_t tok[] = {(int32_t)m->cfg.decoder_start_id};
+    dmt_state *s = dmt_state_new(m);
+    if (!s) { snprintf(err, errlen, "out of memory"); return -1; }
+    int rc = dmt_encode(s, 1, rows, len, err, errlen) || dmt_decode_begin(s, 1, hyp_src, 1, 4, err, errlen) ||
+             dmt_decode_step(s, tok, lp);
+    dmt_state_free(s);
+    return rc ? -1 : 0;
+}
+
+static void file_changes(void) {
+    char src[1024], dir[] = "/tmp/deepmt-file-XXXXXX", path[1200], from[1200], err[1024], what[256];
+    fixture_path(src, sizeof src, "golden/deepnorm-6x6"); /* F32 */
+    if (!CHECK(mkdtemp(dir), "file changes: temp dir")) return;
+    snprintf(from, sizeof from, "%s/config.json", src);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int ok = copy_file(from, path) == 0;
+    snprintf(from, sizeof from, "%s/model.safetensors", src);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    ok = ok && copy_file(from, path) == 0;
+    if (!CHECK(ok, "file changes: model copied")) return;
+    dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    if (!CHECK(m, "file changes: F32 model loads", "%s", err)) return;
+    int v = m->cfg.vocab_size;
+    float *want = calloc((size_t)v, sizeof *want), *got = calloc((size_t)v, sizeof *got);
+    CHECK(run_model(m, want, err, sizeof err) == 0, "file changes: model runs before", "%s", err);
+    struct sigaction sa = {.sa_handler = on_sigbus}, old;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &old);
+    static const char *const how[] = {"truncated to 0 bytes", "rewritten with other bytes (cp over it)", "deleted"};
+    for (int k = 0; k < 3; k++) {
+        if (k < 2) {
+            int fd = open(path, O_WRONLY | O_TRUNC); /* what cp does to an existing file */
+            if (k == 1 && fd >= 0) {
+                char junk[4096];
+                memset(junk, 0x7f, sizeof junk);
+                for (int i = 0; i < 8; i++)
+                    if (write(fd, junk, sizeof junk) != (ssize_t)sizeof junk) break;
+            }
+            if (fd >= 0) close(fd);
+        } else {
+            unlink(path);
+        }
+        snprintf(what, sizeof what, "file changes: same log-probabilities after model.safetensors is %s", how[k]);
+        sigbus_what = what;
+        memset(got, 0, (size_t)v * sizeof *got);
+        int rc = run_model(m, got, err, sizeof err);
+        CHECK(rc == 0 && memcmp(want, got, (size_t)v * sizeof *got) == 0, what, "%s", rc ? err : "values differ");
+    }
+    sigaction(SIGBUS, &old, NULL);
+    free(want);
+    free(got);
+    dmt_model_free(m);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* ---- 5. files that are not regular ---- */
+
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
+/* Loads dir in a child under a 10 s alarm: the error text into err; -1 when it hung. */
+static int load_in_child(const char *dir, int ids_only, rlim_t as_limit, char *err, size_t errlen, double *secs) {
+    int fds[2];
+    if (pipe(fds)) return -1;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(10);
+        if (as_limit && !UNDER_ASAN) { /* ASan reserves terabytes of address space for its shadow */
+            struct rlimit rl = {as_limit, as_limit};
+            setrlimit(RLIMIT_AS, &rl);
+        }
+        char e[1024] = "";
+        dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = ids_only}, e, sizeof e);
+        if (m) snprintf(e, sizeof e, "LOADED");
+        ssize_t w = write(fds[1], e, strlen(e));
+        (void)w;
+        _exit(0);
+    }
+    close(fds[1]);
+    size_t got = 0;
+    ssize_t r;
+    while (got + 1 < errlen && (r = read(fds[0], err + got, errlen - 1 - got)) > 0) got += (size_t)r;
+    err[got] = 0;
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    if (secs) *secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    if (WIFSIGNALED(status)) {
+        snprintf(err, errlen, "child killed by signal %d%s", WTERMSIG(status),
+                 WTERMSIG(status) == SIGALRM ? " (the load blocked for 10 s)" : "");
+        return -1;
+    }
+    return 0;
+}
+
+static void copy_model_dir(const char *src, const char *dir, int with_spm) {
+    static const char *const files[] = {"config.json", "model.safetensors", "sentencepiece.model"};
+    char from[1200], to[1200];
+    for (int i = 0; i < (with_spm ? 3 : 2); i++) {
+        snprintf(from, sizeof from, "%s/%s", src, files[i]);
+        snprintf(to, sizeof to, "%s/%s", dir, files[i]);
+        unlink(to);
+        copy_file(from, to);
+    }
+}
+
+static void not_regular(void) {
+    char src[1024], dir[] = "/tmp/deepmt-fifo-XXXXXX", path[1200], err[1024], what[256];
+    fixture_path(src, sizeof src, "tiny-model");
+    if (!CHECK(mkdtemp(dir), "not regular: temp dir")) return;
+    static const char *const files[] = {"config.json", "model.safetensors", "sentencepiece.model", "vocab.txt"};
+    static const char *const kinds[] = {"FIFO", "directory", "character device"};
+    for (int f = 0; f < 4; f++)
+        for (int k = 0; k < 3; k++) {
+            copy_model_dir(src, dir, 1);
+            snprintf(path, sizeof path, "%s/%s", dir, files[f]);
+            unlink(path);
+            int made = k == 0 ? mkfifo(path, 0600) : k == 1 ? mkdir(path, 0700) : symlink("/dev/zero", path);
+            snprintf(what, sizeof what, "%s as a %s: refused at once", files[f], kinds[k]);
+            if (!CHECK(made == 0, what, "cannot create it")) continue;
+            int rc = load_in_child(dir, 0, 0, err, sizeof err, NULL);
+            int named = strstr(err, files[f]) != NULL;
+            CHECK(rc == 0 && named && strstr(err, "LOADED") == NULL, what, "%s", err);
+            if (k == 1) rmdir(path);
+            else unlink(path);
+        }
+    copy_model_dir(src, dir, 1);
+    int rc = load_in_child(dir, 0, 0, err, sizeof err, NULL);
+    CHECK(rc == 0 && !strcmp(err, "LOADED"), "not regular: the same directory with regular files loads", "%s", err);
+    for (int i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* ---- 6. configs the file cannot back ---- */
+
+/* Writes dir/config.json: the tiny model's config with one key replaced (JSON text). */
+static int write_config(const char *src, const char *dir, const char *key, const char *value) {
+    char path[1200], err[512];
+    snprintf(path, sizeof path, "%s/config.json", src);
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    json_t *v = json_loads(value, JSON_DECODE_ANY, &je);
+    if (!root || !v) { json_decref(root); json_decref(v); return -1; }
+    json_object_set_new(root, key, v);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = json_dump_file(root, path, 0);
+    json_decref(root);
+    (void)err;
+    return rc;
+}
+
+/* Appends one F16 tensor entry to the header (zeros: the file is extended sparsely). */
+static void add_tensor(json_t *hdr, size_t *pos, const char *name, int64_t d0, int64_t d1) {
+    int64_t n = d1 ? d0 * d1 : d0;
+    json_t *shape = d1 ? json_pack("[II]", (json_int_t)d0, (json_int_t)d1) : json_pack("[I]", (json_int_t)d0);
+    json_object_set_new(hdr, name, json_pack("{s:s,s:o,s:[II]}", "dtype", "F16", "shape", shape, "data_offsets",
+                                             (json_int_t)*pos, (json_int_t)(*pos + (size_t)n * 2)));
+    *pos += (size_t)n * 2;
+}
+
+/* dir/model.safetensors with every tensor dir/config.json implies (the rules of
+ * docs/model-format.md, as tests/fixtures/malformed/make_cases.py writes them). */
+static int write_zero_model(const char *dir) {
+    char path[1200], err[512], name[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    dmt_config c;
+    if (dmt_config_load(path, &c, err, sizeof err)) return -1;
+    json_t *hdr = json_object();
+    size_t pos = 0;
+    int d = c.d_model, v = c.vocab_size, f = c.ffn_dim;
+    add_tensor(hdr, &pos, "encoder.embed_tokens.weight", v, d);
+    if (!c.share_embeddings) add_tensor(hdr, &pos, "decoder.embed_tokens.weight", v, d);
+    if (!c.tie_output) add_tensor(hdr, &pos, "decoder.output_projection.weight", v, d);
+    for (int dec = 0; dec < 2; dec++) {
+        const char *st = dec ? "decoder" : "encoder";
+        if (c.positions == DMT_POS_LEARNED) {
+            snprintf(name, sizeof name, "%s.embed_positions.weight", st);
+            add_tensor(hdr, &pos, name, c.max_positions + c.position_offset, d);
+        }
+        for (int i = 0; i < (dec ? c.decoder_layers : c.encoder_layers); i++) {
+            static const char *const attn[] = {"self_attn", "encoder_attn"}, *const proj[] = {"q", "k", "v", "out"};
+            for (int a = 0; a <= dec; a++) {
+                for (int p = 0; p < 4; p++) {
+                    snprintf(name, sizeof name, "%s.layers.%d.%s.%s_proj.weight", st, i, attn[a], proj[p]);
+                    add_tensor(hdr, &pos, name, d, d);
+                    snprintf(name, sizeof name, "%s.layers.%d.%s.%s_proj.bias", st, i, attn[a], proj[p]);
+                    add_tensor(hdr, &pos, name, d, 0);
+                }
+                snprintf(name, sizeof name, "%s.layers.%d.%s_layer_norm.weight", st, i, attn[a]);
+                add_tensor(hdr, &pos, name, d, 0);
+                snprintf(name, sizeof name, "%s.layers.%d.%s_layer_norm.bias", st, i, attn[a]);
+                add_tensor(hdr, &pos, name, d, 0);
+            }
+            static const char *const rest[] = {"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias",
+                                               "final_layer_norm.weight", "final_layer_norm.bias"};
+            int64_t shapes[][2] = {{f, d}, {f, 0}, {d, f}, {d, 0}, {d, 0}, {d, 0}};
+            for (int r = 0; r < 6; r++) {
+                snprintf(name, sizeof name, "%s.layers.%d.%s", st, i, rest[r]);
+                add_tensor(hdr, &pos, name, shapes[r][0], shapes[r][1]);
+            }
+        }
+    }
+    char *text = json_dumps(hdr, JSON_COMPACT);
+    json_decref(hdr);
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    FILE *out = fopen(path, "wb");
+    int ok = text && out;
+    if (ok) {
+        uint64_t n = strlen(text);
+        unsigned char len8[8];
+        for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(n >> (8 * i));
+        ok = fwrite(len8, 1, 8, out) == 8 && fwrite(text, 1, n, out) == n && ftruncate(fileno(out), (off_t)(8 + n + pos)) == 0;
+    }
+    if (out && fclose(out)) ok = 0;
+    free(text);
+    return ok ? 0 : -1;
+}
+
+static void oversized_configs(void) {
+    char src[1024], dir[] = "/tmp/deepmt-big-XXXXXX", err[1024], what[300];
+    fixture_path(src, sizeof src, "tiny-model");
+    if (!CHECK(mkdtemp(dir), "oversized configs: temp dir")) return;
+    static const struct { const char *key, *value, *expect; } cases[] = {
+        {"encoder_layers", "4000000", "missing tensor \"encoder.layers.2.self_attn.q_proj.weight\" (config.json implies"},
+        {"decoder_layers", "40000000", "missing tensor \"decoder.layers.2.self_attn.q_proj.weight\" (config.json implies"},
+        {"encoder_layers", "1000000000", "implies 16000000"},
+        {"max_positions", "65536", NULL}, /* 65538 x 32 floats: 8 MiB, under the free allowance: loads */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        copy_model_dir(src, dir, 0);
+        write_config(src, dir, cases[i].key, cases[i].value);
+        double secs = 0;
+        int rc = load_in_child(dir, 1, (rlim_t)1 << 30, err, sizeof err, &secs);
+        snprintf(what, sizeof what, "\"%s\": %s %s within 1 GiB of address space", cases[i].key, cases[i].value,
+                 cases[i].expect ? "refused" : "loads");
+        if (cases[i].expect) CHECK(rc == 0 && strstr(err, cases[i].expect), what, "%s", err);
+        else CHECK(rc == 0 && !strcmp(err, "LOADED"), what, "%s", err);
+    }
+    /* a real (zero) model of d_model 256: its sinusoid table grows with max_positions */
+    static const struct { const char *max_positions, *expect; } sin_cases[] = {
+        {"65536", "MiB sinusoid table, more than"}, /* 65538 x 256 floats: 64.0 MiB + 8 KiB, file ~1.8 MB */
+        {"4096", NULL},
+    };
+    for (size_t i = 0; i < sizeof sin_cases / sizeof *sin_cases; i++) {
+        copy_model_dir(src, dir, 0);
+        char tmp[1200];
+        write_config(src, dir, "max_positions", sin_cases[i].max_positions);
+        snprintf(tmp, sizeof tmp, "%s", dir);
+        write_config(tmp, dir, "d_model", "256");
+        write_config(tmp, dir, "encoder_layers", "1");
+        write_config(tmp, dir, "decoder_layers", "1");
+        int made = write_zero_model(dir) == 0;
+        double secs = 0;
+        int rc = made ? load_in_child(dir, 1, (rlim_t)1 << 30, err, sizeof err, &secs) : -1;
+        snprintf(what, sizeof what, "d_model 256, max_positions %s: %s", sin_cases[i].max_positions,
+                 sin_cases[i].expect ? "the sinusoid table is refused" : "loads");
+        if (sin_cases[i].expect) CHECK(rc == 0 && strstr(err, sin_cases[i].expect), what, "%s", made ? err : "no model");
+        else CHECK(rc == 0 && !strcmp(err, "LOADED"), what, "%s", made ? err : "no model");
+    }
+    /* config.json is read only up to 1 MiB */
+    copy_model_dir(src, dir, 0);
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "a");
+    for (int i = 0; f && i < (1 << 20); i += 64) fputs("                                                               \n", f);
+    if (f) fclose(f);
+    int rc = load_in_child(dir, 1, 0, err, sizeof err, NULL);
+    CHECK(rc == 0 && strstr(err, "config.json: ") && strstr(err, "bytes is over the limit of 1048576"),
+          "a config.json over 1 MiB is refused unread", "%s", err);
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, i ? "model.safetensors" : "config.json");
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int main(void) {
+    file_changes();
+    not_regular();
+    oversized_configs();
     malformed_cases();
     widening();
     inject("malformed/valid", 1);

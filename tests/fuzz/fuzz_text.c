@@ -1,0 +1,220 @@
+/* fuzz_text.c — libFuzzer target for the text handling of requests.
+ *
+ * One input is checked four ways:
+ *   1. dmt_utf8_validate against a reference decoder written here from RFC 3629 the
+ *      other way round (decode the code point by its lead byte, then refuse
+ *      overlongs, surrogates and values past U+10FFFF): same verdict, same offset;
+ *   2. dmt_sentences_split invariants: the count does not depend on the room given
+ *      (and nothing is written past it), spans are in order, inside the text, never
+ *      empty, never start or end with whitespace, never cross a '\n', and every byte
+ *      outside them is whitespace, so gaps + sentences reassemble to the input;
+ *   3. dmt_detect_language over those sentences answers one of the configured codes
+ *      (or NULL) with a confidence in (0, 100];
+ *   4. the tokenizer fixtures (tests/fixtures/tokenizer, tokenizer-vocab): encode
+ *      refuses exactly invalid UTF-8, NUL bytes and inputs over the id limit; ids are
+ *      in range and decode to valid UTF-8; decoding arbitrary ids never fails for
+ *      ids in range and refuses the others.
+ * A failed check aborts, which libFuzzer reports as a crash with the input.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/config.h"
+#include "server/internal.h"
+#include "server/sentences.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
+
+#define REQUIRE(cond, ...)                                                        \
+    do {                                                                          \
+        if (!(cond)) {                                                            \
+            fprintf(stderr, "fuzz_text: %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                         \
+            fputc('\n', stderr);                                                  \
+            abort();                                                              \
+        }                                                                         \
+    } while (0)
+
+/* ---- 1. reference UTF-8 decoder ---- */
+
+/* 1 when valid; else 0 and the offset of the sequence that fails. */
+static int ref_utf8(const unsigned char *p, size_t len, size_t *bad) {
+    size_t i = 0;
+    while (i < len) {
+        unsigned b = p[i];
+        size_t n;
+        uint32_t cp, min;
+        if (b < 0x80) { i++; continue; }
+        if ((b & 0xE0) == 0xC0) { n = 2; cp = b & 0x1F; min = 0x80; }
+        else if ((b & 0xF0) == 0xE0) { n = 3; cp = b & 0x0F; min = 0x800; }
+        else if ((b & 0xF8) == 0xF0) { n = 4; cp = b & 0x07; min = 0x10000; }
+        else { *bad = i; return 0; } /* continuation byte or F8..FF */
+        if (len - i < n) { *bad = i; return 0; }
+        for (size_t k = 1; k < n; k++) {
+            if ((p[i + k] & 0xC0) != 0x80) { *bad = i; return 0; }
+            cp = cp << 6 | (p[i + k] & 0x3F);
+        }
+        if (cp < min || (cp >= 0xD800 && cp <= 0xDFFF) || cp > 0x10FFFF) { *bad = i; return 0; }
+        i += n;
+    }
+    return 1;
+}
+
+static void check_utf8(const unsigned char *data, size_t size) {
+    size_t got_off = (size_t)-1, want_off = (size_t)-1;
+    int got = dmt_utf8_validate((const char *)data, size, &got_off);
+    int want = ref_utf8(data, size, &want_off);
+    REQUIRE(got == want, "validate says %d, reference %d", got, want);
+    if (!want) REQUIRE(got_off == want_off, "first bad byte at %zu, reference %zu", got_off, want_off);
+}
+
+/* ---- 2. sentence splitting ---- */
+
+/* The splitter's whitespace, decoded leniently as it does. Returns the code point's
+ * length in *n. */
+static int lenient_space(const unsigned char *p, size_t left, size_t *n) {
+    *n = 1;
+    if (p[0] < 0x80) return p[0] == ' ' || p[0] == '\t' || p[0] == '\n' || p[0] == '\r' || p[0] == 0x0B || p[0] == 0x0C;
+    int need = p[0] >= 0xF0 && p[0] < 0xF5 ? 3 : p[0] >= 0xE0 && p[0] < 0xF0 ? 2 : p[0] >= 0xC2 && p[0] < 0xE0 ? 1 : -1;
+    uint32_t c = p[0]; /* a byte that starts no valid sequence stands for itself (0xA0, 0x85 are spaces) */
+    if (need > 0 && (size_t)need < left) {
+        uint32_t v = p[0] & (0x3F >> need);
+        int k;
+        for (k = 1; k <= need && (p[k] & 0xC0) == 0x80; k++) v = v << 6 | (p[k] & 0x3F);
+        if (k > need) { c = v; *n = (size_t)need + 1; }
+    }
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || /* overlong forms too */
+           c == 0x85 || c == 0xA0 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+           c == 0x205F || c == 0x3000;
+}
+
+#define MAX_SPANS 4096
+
+static int check_sentences(const unsigned char *data, size_t size, dmt_span *spans) {
+    const char *text = (const char *)data;
+    int n = dmt_sentences_split(text, size, NULL, 0);
+    REQUIRE(n >= 0 && (size_t)n <= size, "%d sentences in %zu bytes", n, size);
+    if (n > MAX_SPANS) return 0;
+    /* a short array: the count is unchanged and the canary past it untouched */
+    int cap = n / 2;
+    spans[cap] = (dmt_span){(size_t)-1, (size_t)-1};
+    REQUIRE(dmt_sentences_split(text, size, spans, cap) == n, "count changes with cap %d", cap);
+    REQUIRE(spans[cap].start == (size_t)-1 && spans[cap].len == (size_t)-1, "wrote past cap %d", cap);
+    REQUIRE(dmt_sentences_split(text, size, spans, MAX_SPANS) == n, "count changes with a full array");
+    size_t pos = 0;
+    for (int i = 0; i < n; i++) {
+        const dmt_span *s = &spans[i];
+        REQUIRE(s->len > 0, "sentence %d is empty", i);
+        REQUIRE(s->start >= pos && s->start <= size && s->len <= size - s->start,
+                "sentence %d [%zu, +%zu) out of order or outside %zu bytes", i, s->start, s->len, size);
+        /* the gap before it is whitespace only */
+        for (size_t k = pos, w; k < s->start; k += w)
+            REQUIRE(lenient_space(data + k, s->start - k, &w) && k + w <= s->start,
+                    "non-space byte %zu in the gap before sentence %d", k, i);
+        size_t w;
+        REQUIRE(!lenient_space(data + s->start, size - s->start, &w), "sentence %d starts with a space", i);
+        REQUIRE(!memchr(data + s->start, '\n', s->len), "sentence %d crosses a line break", i);
+        /* the last code point is not a space: find where it starts */
+        size_t end = s->start + s->len, last = end - 1;
+        while (last > s->start && end - last < 4 && (data[last] & 0xC0) == 0x80) last--;
+        if (lenient_space(data + last, size - last, &w) && last + w == end)
+            REQUIRE(0, "sentence %d ends with a space", i);
+        pos = end;
+    }
+    for (size_t k = pos, w; k < size; k += w)
+        REQUIRE(lenient_space(data + k, size - k, &w), "non-space byte %zu after the last sentence", k);
+    return n;
+}
+
+/* ---- 3. language detection ---- */
+
+static void check_detect(const dmt_config *cfg, const unsigned char *data, const dmt_span *spans, int n) {
+    const char *texts[64];
+    size_t lens[64];
+    int k = n < 64 ? n : 64;
+    for (int i = 0; i < k; i++) { texts[i] = (const char *)data + spans[i].start; lens[i] = spans[i].len; }
+    double conf = -1;
+    const char *code = dmt_detect_language(cfg, texts, lens, k, &conf);
+    if (!code) return;
+    REQUIRE(dmt_config_language(cfg, code) != NULL, "detected \"%s\" is not configured", code);
+    REQUIRE(conf > 0 && conf <= 100, "confidence %g", conf);
+}
+
+/* ---- 4. tokenizer ---- */
+
+#define MAX_IDS 2048
+
+static void check_tokenizer(const dmt_tokenizer *tok, const unsigned char *data, size_t size, int32_t *ids) {
+    char err[256];
+    int vocab = dmt_tokenizer_vocab_size(tok);
+    int max_ids = size & 1 ? 8 : MAX_IDS; /* odd sizes also exercise the id limit */
+    int n = dmt_tokenizer_encode(tok, (const char *)data, size, ids, max_ids, err, sizeof err);
+    int valid = dmt_utf8_validate((const char *)data, size, NULL) && !memchr(data, 0, size);
+    if (n < 0) {
+        REQUIRE(!valid || strstr(err, "too long"), "valid text refused: %s", err);
+    } else {
+        REQUIRE(valid, "invalid text encoded to %d ids", n);
+        REQUIRE(n <= max_ids, "%d ids over the limit %d", n, max_ids);
+        for (int i = 0; i < n; i++) REQUIRE(ids[i] >= 0 && ids[i] < vocab, "id %d out of range", ids[i]);
+        char *out = NULL;
+        int len = dmt_tokenizer_decode(tok, ids, n, &out, err, sizeof err);
+        REQUIRE(len >= 0 && out, "decoding encoded ids failed: %s", err);
+        REQUIRE(dmt_utf8_validate(out, (size_t)len, NULL), "decoded text is not UTF-8");
+        free(out);
+    }
+    /* the input as ids: 16-bit values, some out of range */
+    int m = (int)(size / 2 < MAX_IDS ? size / 2 : MAX_IDS), in_range = 1;
+    for (int i = 0; i < m; i++) {
+        ids[i] = (int32_t)(data[2 * i] | data[2 * i + 1] << 8) - 256;
+        in_range &= ids[i] >= 0 && ids[i] < vocab;
+    }
+    char *out = NULL;
+    int len = dmt_tokenizer_decode(tok, ids, m, &out, err, sizeof err);
+    if (in_range) {
+        REQUIRE(len >= 0 && out, "decoding in-range ids failed: %s", err);
+        REQUIRE(dmt_utf8_validate(out, (size_t)len, NULL), "decoded ids are not UTF-8");
+    } else {
+        REQUIRE(len < 0 && !out, "out-of-range ids decoded");
+    }
+    free(out);
+}
+
+/* ---- setup ---- */
+
+static dmt_config detect_cfg;
+static dmt_tokenizer *tokenizers[2];
+
+static void load_tokenizer(int i, const char *rel, int vocab_size) {
+    const char *root = getenv("DEEPMT_FIXTURES");
+    char dir[1024], err[512];
+    snprintf(dir, sizeof dir, "%s/%s", root && *root ? root : "tests/fixtures", rel);
+    tokenizers[i] = dmt_tokenizer_load(dir, vocab_size, 3, err, sizeof err);
+    if (!tokenizers[i]) {
+        fprintf(stderr, "fuzz_text: %s (run from the repository root or set DEEPMT_FIXTURES)\n", err);
+        exit(1);
+    }
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    static const char *const codes[][2] = {{"en", "English"}, {"de", "German"}, {"fr", "French"}, {"cs", "Czech"}};
+    detect_cfg.n_languages = 4;
+    for (int i = 0; i < 4; i++) {
+        snprintf(detect_cfg.languages[i].code, sizeof detect_cfg.languages[i].code, "%s", codes[i][0]);
+        snprintf(detect_cfg.languages[i].name, sizeof detect_cfg.languages[i].name, "%s", codes[i][1]);
+    }
+    load_tokenizer(0, "tokenizer", 400);
+    load_tokenizer(1, "tokenizer-vocab", 399);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    static dmt_span spans[MAX_SPANS + 1];
+    static int32_t ids[MAX_IDS];
+    check_utf8(data, size);
+    int n = check_sentences(data, size, spans);
+    if (n > 0) check_detect(&detect_cfg, data, spans, n < MAX_SPANS ? n : MAX_SPANS);
+    check_tokenizer(tokenizers[size % 3 == 2], data, size, ids);
+    return 0;
+}
