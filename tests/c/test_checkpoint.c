@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "model/kernels/kernels.h"
 #include "model/safetensors.h"
 #include "tests/c/check.h"
 #include "tests/c/fixtures.h"
