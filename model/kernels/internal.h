@@ -34,10 +34,6 @@ static inline const float *dmt_i8_scales(const dmt_linear *lin, int panel) {
     return (const float *)(dmt_i8_comp(lin, panel) + (size_t)dmt_panels_of(lin->out, panel) * panel);
 }
 
-/* Quantises rows [0, n) of x to int8 quads (zero-padded to a multiple of 4 inputs),
- * one scale a row; `offset` stores q + 128 as unsigned bytes (u8 x s8 products). */
-void dmt_quantize_rows(uint8_t *dst, float *scales, const float *x, int ldx, int n, int in, int offset);
-
 /* The AVX2 int8 product (panels of 16): also the avx512 level's, which lacks VNNI. */
 void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads);
 

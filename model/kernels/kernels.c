@@ -103,23 +103,16 @@ float dmt_quantize_row(int8_t *q, const float *x, int n) {
         memset(q, 0, (size_t)n);
         return 0;
     }
-    float scale = amax / 127.0f, inv = 127.0f / amax;
+    /* the arithmetic of the kernels' activation quantisation (portable.inc), value
+     * for value: the 1.5 * 2^23 trick rounds half to even */
+    float inv = 127.0f / amax;
     for (int k = 0; k < n; k++) {
-        float v = nearbyintf(x[k] * inv);
-        q[k] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+        float v = (x[k] * inv + 12582912.0f) - 12582912.0f;
+        v = v > 127.0f ? 127.0f : v;
+        v = v < -127.0f ? -127.0f : v;
+        q[k] = (int8_t)v;
     }
-    return scale;
-}
-
-void dmt_quantize_rows(uint8_t *dst, float *scales, const float *x, int ldx, int n, int in, int offset) {
-    int padded = dmt_quads_of(in) * 4;
-    for (int i = 0; i < n; i++) {
-        int8_t *q = (int8_t *)dst + (size_t)i * padded;
-        scales[i] = dmt_quantize_row(q, x + (size_t)i * ldx, in);
-        memset(q + in, 0, (size_t)(padded - in));
-        if (offset)
-            for (int k = 0; k < padded; k++) q[k] = (int8_t)(uint8_t)(q[k] + 128);
-    }
+    return amax / 127.0f;
 }
 
 void dmt_f16_to_f32_n(float *dst, const void *src, size_t n) { dmt_kernels_active()->f16_to_f32_n(dst, src, n); }

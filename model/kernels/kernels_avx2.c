@@ -177,7 +177,7 @@ void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const d
     if (chunk > MR_I8) chunk -= chunk % MR_I8;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;
-        dmt_quantize_rows((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 0);
+        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 0);
         product_i8 pr = {.y = y + (size_t)i0 * ldy, .xq = xq, .xs = xs, .ldy = ldy, .n = rows, .lin = lin};
         if (threads > 1) {
 #pragma omp parallel for schedule(static) num_threads(threads)
