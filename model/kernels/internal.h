@@ -18,6 +18,7 @@
  * fails). 32 KiB: bench/profile.py's perf copies 64 KiB of stack a sample, which must
  * reach past this frame to see the callers. The loader refuses wider layers. */
 #define DMT_XBUF_BYTES 32768
+#define DMT_XBUF_ROWS 1024 /* and at most this many rows (their scales) */
 
 static inline int dmt_panels_of(int out, int panel) { return (out + panel - 1) / panel; }
 static inline int dmt_quads_of(int in) { return (in + 3) / 4; }

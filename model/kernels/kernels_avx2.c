@@ -172,8 +172,9 @@ void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const d
     int panels = dmt_panels_of(lin->out, P), quads = dmt_quads_of(lin->in);
     if (threads > panels) threads = panels;
     uint32_t xq[DMT_XBUF_BYTES / 4];
-    float xs[DMT_XBUF_BYTES / 4];
+    float xs[DMT_XBUF_ROWS];
     int chunk = DMT_XBUF_BYTES / (quads * 4);
+    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
     if (chunk > MR_I8) chunk -= chunk % MR_I8;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;

@@ -21,7 +21,7 @@
 #include <immintrin.h>
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma,bmi,bmi2,lzcnt,movbe,popcnt")
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma")
 
 #define K(name) name##_avx512
 #include "model/kernels/portable.inc"
@@ -257,8 +257,9 @@ __attribute__((target("avx512vnni"))) static void panel_i8(const product *pr, in
 __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const float *x, int ldx, int n,
                                                    const dmt_linear *lin, int threads) {
     uint32_t xq[DMT_XBUF_BYTES / 4];
-    float xs[DMT_XBUF_BYTES / 4];
+    float xs[DMT_XBUF_ROWS];
     int quads = dmt_quads_of(lin->in), chunk = (DMT_XBUF_BYTES / 4) / quads;
+    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
     if (chunk > MR) chunk -= chunk % MR;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;

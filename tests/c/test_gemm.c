@@ -151,6 +151,7 @@ static void check_level(const dmt_kernels *k, dmt_weight_layout layout) {
     check_product(k, layout, 3, 1024, 17, 1, 1030, 17);  /* wide input */
     check_product(k, layout, 7, 1026, 33, 1, 1026, 33);  /* in = 2 mod 4 */
     check_product(k, layout, 300, 129, 40, 0, 129, 40);  /* more rows than one conversion chunk */
+    check_product(k, layout, 1100, 5, 20, 1, 5, 20);    /* more rows than a chunk holds scales for */
 }
 
 int main(void) {
