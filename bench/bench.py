@@ -100,6 +100,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of each comparison")
     ap.add_argument("--b1-lines", type=int, default=200, help="lines for the batch-1 runs (the first N)")
     ap.add_argument("--lines", type=int, default=0, help="lines for the batch-32 runs (0: all 1,000)")
+    ap.add_argument("--no-pytorch", action="store_true",
+                    help="engine section: deepmt's variants only (kernel levels, precisions), no PyTorch")
     ap.add_argument("--sections", default="engine,server,depth,profile")
     ap.add_argument("--size", action="store_true", help="also the 3.2B-parameter model (minutes, ~13 GB)")
     ap.add_argument("--concurrency", default="1,8,64")
@@ -117,7 +119,7 @@ def main():
     t0 = time.time()
     info = common.machine()
     cfg = {"build": a.build, "shared": a.shared, "out": out, "threads": [int(x) for x in a.threads.split(",")],
-           "rounds": a.rounds, "b1_lines": a.b1_lines, "lines": a.lines, "concurrency": a.concurrency, "requests": a.requests,
+           "rounds": a.rounds, "b1_lines": a.b1_lines, "lines": a.lines, "no_pytorch": a.no_pytorch, "concurrency": a.concurrency, "requests": a.requests,
            "server_threads": a.server_threads, "depth_sentences": a.depth_sentences}
     model_desc = None
     if {"engine", "server", "profile"} & set(sections):

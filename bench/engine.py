@@ -115,7 +115,7 @@ def bench(cfg):
     targets = []
     for threads in cfg["threads"]:
         for batch, inp in ((32, full), (1, b1)):
-            engines = ["deepmt", "pytorch"] + (["deepmt-1worker"] if threads > 1 and batch > 1 else []) + \
+            engines = ["deepmt"] + ([] if cfg.get("no_pytorch") else ["pytorch"]) + (["deepmt-1worker"] if threads > 1 and batch > 1 else []) + \
                 (["deepmt-bf16"] if with_bf16 else []) + ["deepmt-int8"] + levels
             runs = {e: [] for e in engines}
             agree = {}
@@ -133,16 +133,17 @@ def bench(cfg):
                                                   **variants.get(e, {})))
             ref = os.path.join(out, f"pytorch.t{threads}.b{batch}.de")
             for e in engines:
-                if e != "pytorch":
+                if e != "pytorch" and "pytorch" in runs:
                     agree[e] = agreement(os.path.join(out, f"{e}.t{threads}.b{batch}.de"), ref)
-            base, own = runs["pytorch"], runs["deepmt"]
+            base, own = runs.get("pytorch", runs["deepmt"]), runs["deepmt"]
             own_agree = {e: agreement(os.path.join(out, f"{e}.t{threads}.b{batch}.de"),
                                       os.path.join(out, f"deepmt.t{threads}.b{batch}.de"))
                          for e in engines if e.startswith("deepmt-")}
             for e in engines:
                 rs = runs[e]
                 # ratio per round (interleaved pairs), then the median of the ratios
-                ratio = median([a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(rs, base)])
+                ratio = median([a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(rs, base)]) \
+                    if "pytorch" in runs else float("nan")
                 vs_own = median([a["tokens_per_s"] / b["tokens_per_s"] for a, b in zip(rs, own)])
                 row = {"threads": threads, "batch": batch, "engine": e, "sentences": rs[0]["sentences"],
                        "rounds": len(rs), "tokens_per_s": median([x["tokens_per_s"] for x in rs]),
@@ -170,6 +171,15 @@ def bench(cfg):
             if avx2:
                 targets.append([threads, batch, "avx2 F32 / generic (OpenBLAS) F32",
                                 f"{per_round(avx2, 'deepmt-generic'):.2f}x", "1.5x"])
+    md = (f"Kernel level: {level} (deepmt --version).\n\n"
+          + table(["threads", "batch", "engine", "sentences", "target tok/s", "sent/s", "peak RSS MiB",
+                   "process wall s", "tok/s vs PyTorch", "vs deepmt", "same text as PyTorch", "same text as deepmt",
+                   "BLEU"], md_rows)
+          + "\n\nTargets (medians of per-round ratios, same run):\n\n"
+          + table(["threads", "batch", "ratio", "measured", "target"], targets))
+    if cfg.get("no_pytorch"):
+        return md + "\n\n(--no-pytorch: no PyTorch runs, no token-level agreement.)\n", \
+            {"input": src, "rows": results, "kernel_level": level, "targets": targets}
     # token-level agreement: the engine on the very source ids PyTorch used
     with open(os.path.join(cfg["model"], "config.json")) as f:
         de_id = next(l["id"] for l in json.load(f)["languages"] if l["code"] == "de")
@@ -180,12 +190,6 @@ def bench(cfg):
     same, total = agreement(ids, os.path.join(out, "pytorch.ids"))
     hyps = open(ids).read().splitlines()
     lens = [len(h.split()) for h in hyps]
-    md = (f"Kernel level: {level} (deepmt --version).\n\n"
-          + table(["threads", "batch", "engine", "sentences", "target tok/s", "sent/s", "peak RSS MiB",
-                   "process wall s", "tok/s vs PyTorch", "vs deepmt", "same text as PyTorch", "same text as deepmt",
-                   "BLEU"], md_rows)
-          + "\n\nTargets (medians of per-round ratios, same run):\n\n"
-          + table(["threads", "batch", "ratio", "measured", "target"], targets))
     md += (f"\n\n1-best **token sequences**, deepmt (`bench_beam`, same source ids) vs PyTorch, "
            f"batch 32: **{same}/{total} identical**. deepmt output length: mean {sum(lens) / len(lens):.1f}, "
            f"max {max(lens)} tokens, {len(set(hyps))} distinct 1-best outputs"

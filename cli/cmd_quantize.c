@@ -151,7 +151,8 @@ int cmd_quantize(int argc, char **argv) {
     const char *in = argv[1], *outdir = argv[2];
     char err[2 * PATH_MAX + 100], src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8], rin[PATH_MAX], rout[PATH_MAX];
     /* the input must load: a model that does not match its config is not quantised */
-    dmt_model *m = dmt_model_load(in, (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    dmt_model *m = dmt_model_load(in, (dmt_load_options){.ids_only = 1, .precision = DMT_PRECISION_INT8}, err,
+                                  sizeof err); /* int8: a quarter of the memory F32 would take */
     if (!m) {
         fprintf(stderr, "deepmt quantize: %s\n", err);
         return 1;
