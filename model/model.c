@@ -185,7 +185,6 @@ static const dmt_st_tensor *find_tensor(loader *L, const char *name, int64_t d0,
     return t;
 }
 
-
 static int in_place_ok(const dmt_st_tensor *t) {
     return t->dtype == DMT_DTYPE_F32 && ((uintptr_t)t->data & 3) == 0;
 }
