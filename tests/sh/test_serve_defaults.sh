@@ -17,6 +17,7 @@ cores=$(getconf _NPROCESSORS_ONLN)
 
 # start_line [env VAR=...] -- serve flags: prints "W T" from the start-up line
 split() {
+    : >"$log" # now: the server's own redirect may come after the first grep below
     "$@" "$BIN" serve --model "$MODEL" --port 0 >"$log" 2>&1 &
     pid=$!
     i=0
@@ -40,6 +41,7 @@ got=$(split env DEEPMT_WORKERS=3 DEEPMT_THREADS=1)
 "$BIN" serve --model "$MODEL" --port 0 --precision nope >"$log" 2>&1; rc=$?
 [ "$rc" != 0 ] && grep -q "expected f32 or bf16 or int8, got 'nope'" "$log"; ok $? "--precision nope refused" "exit $rc: $(head -c 300 "$log")"
 ready_line() {
+    : >"$log"
     "$BIN" serve --model "$MODEL" --port 0 "$@" >"$log" 2>&1 &
     pid=$!
     i=0
