@@ -101,7 +101,8 @@ def main():
     ap.add_argument("--b1-lines", type=int, default=200, help="lines for the batch-1 runs (the first N)")
     ap.add_argument("--lines", type=int, default=0, help="lines for the batch-32 runs (0: all 1,000)")
     ap.add_argument("--no-pytorch", action="store_true",
-                    help="engine section: deepmt's variants only (kernel levels, precisions), no PyTorch")
+                    help="engine section: deepmt's variants only (kernel levels, precisions), no PyTorch "
+                         "(and no deepmt-1worker, which mirrors how PyTorch uses threads)")
     ap.add_argument("--sections", default="engine,server,depth,profile")
     ap.add_argument("--size", action="store_true", help="also the 3.2B-parameter model (minutes, ~13 GB)")
     ap.add_argument("--concurrency", default="1,8,64")

@@ -115,7 +115,7 @@ def bench(cfg):
     targets = []
     for threads in cfg["threads"]:
         for batch, inp in ((32, full), (1, b1)):
-            engines = ["deepmt"] + ([] if cfg.get("no_pytorch") else ["pytorch"]) + (["deepmt-1worker"] if threads > 1 and batch > 1 else []) + \
+            engines = ["deepmt"] + ([] if cfg.get("no_pytorch") else ["pytorch"]) + (["deepmt-1worker"] if threads > 1 and batch > 1 and not cfg.get("no_pytorch") else []) + \
                 (["deepmt-bf16"] if with_bf16 else []) + ["deepmt-int8"] + levels
             runs = {e: [] for e in engines}
             agree = {}
