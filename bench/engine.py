@@ -159,7 +159,7 @@ def bench(cfg):
                     row["bleu"] = bleu_of(os.path.join(out, f"{e}.t{threads}.b{batch}.de"), ref_de)
                 results.append(row)
                 md_rows.append([threads, batch, e, row["sentences"], row["tokens_per_s"], row["sentences_per_s"],
-                                row["peak_rss_mib"], row["wall_s"], f"{ratio:.2f}x", f"{vs_own:.2f}x",
+                                row["peak_rss_mib"], row["wall_s"], f"{ratio:.2f}x" if ratio == ratio else "-", f"{vs_own:.2f}x",
                                 row.get("text_agreement", "-"), row.get("same_text_as_deepmt", "-"),
                                 f"{row['bleu']:.2f}" if "bleu" in row else "-"])
             # the kernels' targets: int8 over F32; AVX2 over the OpenBLAS path
