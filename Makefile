@@ -25,7 +25,7 @@ PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000
 
-LIB_SRC  := $(wildcard model/*.c tokenizer/*.c server/*.c)
+LIB_SRC  := $(wildcard model/*.c model/kernels/*.c tokenizer/*.c server/*.c)
 LIB_CXX  := $(wildcard tokenizer/*.cc)
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/c/test_*.c)

@@ -99,6 +99,10 @@ def main():
     ap.add_argument("--threads", default="1,2", help="thread counts to compare at (engine section)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved repetitions of each comparison")
     ap.add_argument("--b1-lines", type=int, default=200, help="lines for the batch-1 runs (the first N)")
+    ap.add_argument("--lines", type=int, default=0, help="lines for the batch-32 runs (0: all 1,000)")
+    ap.add_argument("--no-pytorch", action="store_true",
+                    help="engine section: deepmt's variants only (kernel levels, precisions), no PyTorch "
+                         "(and no deepmt-1worker, which mirrors how PyTorch uses threads)")
     ap.add_argument("--sections", default="engine,server,depth,profile")
     ap.add_argument("--size", action="store_true", help="also the 3.2B-parameter model (minutes, ~13 GB)")
     ap.add_argument("--concurrency", default="1,8,64")
@@ -116,7 +120,7 @@ def main():
     t0 = time.time()
     info = common.machine()
     cfg = {"build": a.build, "shared": a.shared, "out": out, "threads": [int(x) for x in a.threads.split(",")],
-           "rounds": a.rounds, "b1_lines": a.b1_lines, "concurrency": a.concurrency, "requests": a.requests,
+           "rounds": a.rounds, "b1_lines": a.b1_lines, "lines": a.lines, "no_pytorch": a.no_pytorch, "concurrency": a.concurrency, "requests": a.requests,
            "server_threads": a.server_threads, "depth_sentences": a.depth_sentences}
     model_desc = None
     if {"engine", "server", "profile"} & set(sections):
@@ -129,7 +133,7 @@ def main():
         text, js["engine"] = engine.bench(cfg)
         md += ["## 1. Engine: deepmt vs PyTorch",
                f"Model: {model_desc}. Multi30k test_2016_flickr en->de ({js['engine']['input']}), beam 4, "
-               f"batch 32 (1,000 lines) and batch 1 (first {a.b1_lines} lines), {a.rounds} interleaved rounds; "
+               f"batch 32 ({a.lines or 1000:,} lines) and batch 1 (first {a.b1_lines} lines), {a.rounds} interleaved rounds; "
                "medians. Throughput is each tool's own timer (model loading excluded); "
                "`tok/s vs PyTorch` is the median over rounds of deepmt/PyTorch target tokens per second.", text]
     if "server" in sections:
@@ -158,7 +162,7 @@ def main():
             f"uses the same library), PyTorch {info.get('torch')}. BLAS kernels: {blas_kernels(cfg)} for every "
             f"process (OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: OpenBLAS detects the CPU)')}; "
             f"both engines inherit it). deepmt's {linear_kernels(cfg)} (its own kernels over weights packed "
-            f"at load, model/gemm.c; attention scores still go through OpenBLAS); PyTorch's linear layers "
+            f"at load, model/kernels/; attention scores still go through OpenBLAS); PyTorch's linear layers "
             f"are OpenBLAS sgemm.", "",
             "Threads: `deepmt translate --threads N` and `bench_beam --threads N` run N workers with one "
             "BLAS thread each (deepmt's default); `deepmt-1worker` is `--threads N --workers 1` (N BLAS "

@@ -11,7 +11,6 @@
  * (peak, and resident anonymous vs file-backed after loading and at the end).
  * Used by bench/ for the depth and size runs and for token-level agreement.
  */
-#include <cblas.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,6 +20,7 @@
 
 #include "model/beam.h"
 #include "model/gemm.h"
+#include "model/kernels/kernels.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -145,17 +145,20 @@ int main(int argc, char **argv) {
         case 'B': batch = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
         case 'w': workers = atoi(optarg); break;
-        case 'p': precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16 : DMT_PRECISION_F32; break;
+        case 'p':
+            precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
+                        : !strcmp(optarg, "int8") ? DMT_PRECISION_INT8 : DMT_PRECISION_F32;
+            break;
         default: return 2;
         }
     }
     if (optind != argc - 1 || !input || batch < 1 || threads < 1) {
         fprintf(stderr, "usage: bench_beam MODEL_DIR -i SRC.ids [-o HYP.ids] [--forced ID] [--beam K] "
-                        "[--batch-size N] [--threads N] [--workers W] [--precision f32|bf16]\n");
+                        "[--batch-size N] [--threads N] [--workers W] [--precision f32|bf16|int8]\n");
         return 2;
     }
     if (workers < 1) workers = threads;
-    openblas_set_num_threads(threads / workers > 0 ? threads / workers : 1);
+    dmt_kernels_set_threads(threads / workers > 0 ? threads / workers : 1);
     char err[512], mem_load[200], mem_end[200];
     double t0 = now();
     dmt_model *m = dmt_model_load(argv[optind], (dmt_load_options){.ids_only = 1, .precision = precision}, err,
@@ -194,6 +197,7 @@ int main(int argc, char **argv) {
         fputc('\n', o);
     }
     if (o) fclose(o);
+    char kernels[64];
     printf("{\"engine\": \"deepmt\", \"sentences\": %d, \"target_tokens\": %lld, \"load_s\": %.4f, "
            "\"translate_s\": %.4f, \"sentences_per_s\": %.3f, \"tokens_per_s\": %.3f, \"threads\": %d, "
            "\"workers\": %d, \"params\": %lld, \"weight_bytes_f32\": %zu, \"weight_bytes_file\": %zu, "
@@ -201,7 +205,7 @@ int main(int argc, char **argv) {
            "\"peak_rss_kb\": %ld, %s, %s}\n",
            J.n, J.tokens, load_s, run_s, J.n / run_s, J.tokens / run_s, threads, workers, m->n_params,
            m->weight_bytes_f32, m->weight_bytes_file, m->weight_bytes_memory,
-           dmt_gemm_name(m->layout), status_kb("VmHWM"), mem_load, mem_end);
+           dmt_gemm_describe(m->kernels, m->layout, kernels, sizeof kernels), status_kb("VmHWM"), mem_load, mem_end);
     for (int i = 0; i < J.n; i++) free(J.src[i]), free(J.best[i].tokens);
     free(J.src), free(J.len), free(J.order), free(J.best);
     dmt_model_free(m);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "model/kernels/kernels.h"
 #include "model/safetensors.h"
 
 static double now(void) {

@@ -112,8 +112,15 @@ def bench_size(cfg):
         except Exception as e:  # noqa: BLE001 - no JSON: the CPU refused bf16
             log(f"size: no bf16 run ({e})")
             rb = None
+        # int8: the quantised file (deepmt quantize), loaded without widening
+        qmodel = model + "-int8"
+        run([os.path.join(cfg["build"], "deepmt"), "quantize", model, qmodel])
+        q_file_bytes = os.path.getsize(os.path.join(qmodel, "model.safetensors"))
+        shutil.rmtree(model, ignore_errors=True)
+        rq = c_run(cfg["build"], qmodel, src, os.path.join(out, "hyp.int8.ids"), threads, 1, workers=1)
     finally:
         shutil.rmtree(model, ignore_errors=True)
+        shutil.rmtree(model + "-int8", ignore_errors=True)
     gib = 2 ** 30
     steps = max(r["target_tokens"], 1)                 # 1 prefix step + tokens - 1 (</s> or cut-off)
     dec_bytes = 4 * (L[1] * (8 * d * d + 2 * d * ffn) + V * d)
@@ -141,6 +148,14 @@ def bench_size(cfg):
                  ["--precision bf16: beam search, same sentence", f"{rb['translate_s']:.1f} s "
                   f"({rb['target_tokens']} tokens; same ids as F32: {'yes' if same[0] == same[1] else 'no'})"],
                  ["--precision bf16: peak RSS (VmHWM)", f"{rb['peak_rss_kb'] / 2**20:.2f} GiB"]]
+    res["int8"] = dict(rq, file_bytes=q_file_bytes)
+    same = same_lines(os.path.join(out, "hyp.ids"), os.path.join(out, "hyp.int8.ids"))
+    rows += [["int8 (`deepmt quantize`): file", f"{q_file_bytes / gib:.2f} GiB"],
+             ["int8: weights in memory", f"{rq['weight_bytes_memory'] / gib:.2f} GiB"],
+             ["int8: load", f"{rq['load_s']:.1f} s"],
+             ["int8: beam search, same sentence", f"{rq['translate_s']:.1f} s "
+              f"({rq['target_tokens']} tokens; same ids as F32: {'yes' if same[0] == same[1] else 'no'})"],
+             ["int8: peak RSS (VmHWM)", f"{rq['peak_rss_kb'] / 2**20:.2f} GiB"]]
     rows += [["generating the model (Python)", f"{gen['wall_s']:.0f} s"]]
     title = f"{params / 1e9:.1f}B model ({L[0]}+{L[1]} layers, d_model {d}, FFN {ffn}, vocab {V:,}, tied)"
     return table([title, "value"], rows) + "\n", res

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "model/gemm.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,9 +43,12 @@ int cmd_inspect(int argc, char **argv) {
            c->decoding.length_penalty, c->decoding.max_len_a, c->decoding.max_len_b);
     printf("parameters:       %lld (%.2f M)\n", m->n_params, m->n_params / 1e6);
     printf("dtype on disk:    %s, %.1f MB of tensor data\n", m->dtype_summary, m->weight_bytes_file / 1e6);
+    char products[64];
     printf("memory as F32:    %.1f MB (as loaded: %.1f MB; linear layers %s)\n", m->weight_bytes_f32 / 1e6,
            m->weight_bytes_memory / 1e6,
-           m->layout == DMT_LAYOUT_ROWS ? "row-major for OpenBLAS" : "packed for the AVX-512 F32 kernels");
+           m->layout == DMT_LAYOUT_ROWS ? "row-major for OpenBLAS" : "packed for the kernels' panels");
+    printf("kernels:          %s (%s products)\n", m->kernels->name,
+           dmt_gemm_describe(m->kernels, m->layout, products, sizeof products));
     printf("tokenizer:        %s\n", tok ? "sentencepiece.model ok" : err);
     dmt_tokenizer_free(tok);
     dmt_model_free(m);

@@ -11,7 +11,6 @@
  * Exit status: 0, 1 when any line failed (the rest are translated) or the model
  * cannot be used, 2 for a usage error. docs/decoding.md documents the options.
  */
-#include <cblas.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -26,6 +25,7 @@
 #include "cli/commands.h"
 #include "model/beam.h"
 #include "model/forward.h"
+#include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/translate.h"
 #include "tokenizer/tokenizer.h"
@@ -55,8 +55,9 @@ static void usage(FILE *f) {
             "      --threads N          CPU threads in all (default: the number of cores)\n"
             "      --workers W          decoding threads, each taking whole batches (default: --threads);\n"
             "                           each gets threads/W BLAS threads (so by default one)\n"
-            "      --precision P        f32 (default) or bf16: bfloat16 matrix products, about 2x faster\n"
-            "                           on CPUs with AVX-512 BF16; translations differ slightly\n"
+            "      --precision P        f32 (default), bf16 or int8: bfloat16 matrix products (CPUs with\n"
+            "                           AVX-512 BF16) or int8 weights and activations, both faster;\n"
+            "                           translations differ slightly (a quantised model runs int8)\n"
             "  -q, --quiet              no progress or summary on stderr\n"
             "      --progress           progress and summary on stderr also when reading stdin\n"
             "  -h, --help               this help\n"
@@ -313,8 +314,9 @@ static int parse_args(int argc, char **argv, args *a) {
         case 'q': a->quiet = 1; break;
         case O_PROGRESS: a->show_progress = 1; break;
         case O_PRECISION:
-            bad = strcmp(optarg, "f32") && strcmp(optarg, "bf16");
-            a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16 : DMT_PRECISION_F32;
+            bad = strcmp(optarg, "f32") && strcmp(optarg, "bf16") && strcmp(optarg, "int8");
+            a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
+                           : !strcmp(optarg, "int8") ? DMT_PRECISION_INT8 : DMT_PRECISION_F32;
             break;
         case 'h': return 1;
         case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -1;
@@ -412,7 +414,7 @@ int cmd_translate(int argc, char **argv) {
     int threads = a.threads ? a.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     int workers = a.workers ? a.workers : threads;
-    openblas_set_num_threads(threads / workers > 0 ? threads / workers : 1);
+    dmt_kernels_set_threads(threads / workers > 0 ? threads / workers : 1);
     bad = check_lines(m, lines, n);
     J.order = malloc((size_t)(n ? n : 1) * sizeof *J.order);
     if (!J.order) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }

@@ -8,5 +8,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_translate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

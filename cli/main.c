@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "model/blas_kernels.h"
 #include "model/gemm.h"
+#include "model/kernels/kernels.h"
 
 static const struct {
     const char *name;
@@ -14,6 +15,7 @@ static const struct {
     {"serve", cmd_serve, "serve translations over HTTP (LibreTranslate-compatible JSON API)"},
     {"translate", cmd_translate, "translate sentences from stdin or a file"},
     {"inspect", cmd_inspect, "print a model's config, parameter count, dtype and memory use"},
+    {"quantize", cmd_quantize, "write a copy of a model with int8 weights (about a quarter of the F32 size)"},
     {"forward", cmd_forward, "run the network on token ids (JSON in, JSON out): tests, scoring"},
 };
 
@@ -29,10 +31,18 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
+        char err[200], f32[64], i8[64], bf16[64];
+        const dmt_kernels *k = dmt_kernels_select(err, sizeof err);
+        if (!k) {
+            fprintf(stderr, "deepmt: %s\n", err);
+            return 1;
+        }
         printf("deepmt %s (OpenBLAS %s kernels)\n", DEEPMT_VERSION, dmt_blas_corename());
-        int f32 = dmt_gemm_layout(DMT_PRECISION_F32), bf16 = dmt_gemm_layout(DMT_PRECISION_BF16);
-        printf("linear layers: %s; --precision bf16: %s\n", dmt_gemm_name((dmt_weight_layout)f32),
-               bf16 < 0 ? "unavailable (no AVX-512 BF16)" : dmt_gemm_name((dmt_weight_layout)bf16));
+        int bf = dmt_gemm_layout(k, DMT_PRECISION_BF16);
+        printf("kernels: %s; linear layers: %s; --precision int8: %s; --precision bf16: %s\n", k->name,
+               dmt_gemm_describe(k, (dmt_weight_layout)dmt_gemm_layout(k, DMT_PRECISION_F32), f32, sizeof f32),
+               dmt_gemm_describe(k, DMT_LAYOUT_PACKED_I8, i8, sizeof i8),
+               bf < 0 ? "unavailable (needs avx512bf16)" : dmt_gemm_describe(k, (dmt_weight_layout)bf, bf16, sizeof bf16));
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof *commands; i++)

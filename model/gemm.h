@@ -1,53 +1,60 @@
-/* gemm.h — deepmt's own matrix-product kernels over weights packed at load.
+/* gemm.h — weights packed at load for the product kernels (model/kernels/).
  *
  * Every linear layer computes y[n][out] = x[n][in] W^T + b. OpenBLAS's sgemm repacks
  * W into cache-sized panels on every call; deepmt packs each weight matrix once, at
- * load, into panels of DMT_PANEL output columns,
+ * load, into panels of P output columns (P is the kernel level's: 16 for AVX2, 32
+ * for AVX-512),
  *
- *   F32:  panel p, input k, column c        -> packed[(p * in + k) * 32 + c]
- *   BF16: panel p, input pair q, column c, e -> packed[((p * pairs + q) * 32 + c) * 2 + e]
+ *   F32:  panel p, input k, column c         -> packed[(p * in + k) * P + c]
+ *   BF16: panel p, input pair q, column c, e -> packed[((p * pairs + q) * P + c) * 2 + e]
  *         (k = 2q + e; pairs = ceil(in / 2); the pairs are what vdpbf16ps multiplies)
+ *   INT8: panel p, input quad q, column c, e -> packed[((p * quads + q) * P + c) * 4 + e]
+ *         (k = 4q + e; quads = ceil(in / 4): vpdpbusd / vpmaddubsw take 4 bytes a lane),
+ *         then int32 comp[panels * P] (128 x the column's sum of bytes) and float
+ *         scale[panels * P] (the column's scale: W[j][k] ~ scale[j] * byte)
  *
- * (the last panel is zero-padded), and multiplies with AVX-512: 12 x rows against one
- * panel keep 24 accumulators in registers while the panel stays in L1. F32 needs
- * AVX-512F and gives sgemm's results up to summation order. BF16 (opt-in, `--precision
- * bf16`) rounds weights and activations to bfloat16 and accumulates in F32 with
- * AVX-512 BF16 (vdpbf16ps): twice the F32 speed and half the memory, with slightly
- * different translations. Without AVX-512 the model keeps row-major weights and
- * ops.c uses OpenBLAS.
+ * (the last panel is zero-padded). A level without packed F32 (generic) keeps
+ * row-major weights for OpenBLAS. INT8 weights are symmetric per output column
+ * (dmt_quantize_row); activations are quantised per row at run time.
  */
 #ifndef DEEPMT_MODEL_GEMM_H
 #define DEEPMT_MODEL_GEMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
+#include "model/kernels/kernels.h"
 #include "model/model.h"
 
-#define DMT_PANEL 32
-#define DMT_GEMM_BF16_MAX_IN 16384 /* widest BF16 layer input (the loader checks) */
+#define DMT_GEMM_MAX_IN 16384 /* widest BF16/INT8 layer input (the loader checks) */
 
-/* The layout load should give weights for a precision on this CPU: DMT_LAYOUT_ROWS
- * when the CPU lacks AVX-512F (or DEEPMT_GEMM=openblas is set: a switch for tests and
- * comparisons), else the packed layout. -1 when bf16 is asked for and the CPU lacks
- * AVX-512 BF16. */
-int dmt_gemm_layout(dmt_precision precision);
+/* The layout weights get for a precision with kernels k: -1 when k cannot multiply
+ * in that precision (bf16 without AVX-512 BF16). */
+int dmt_gemm_layout(const dmt_kernels *k, dmt_precision precision);
 
 /* Bytes a packed [out][in] matrix takes (a multiple of 64). */
-size_t dmt_gemm_packed_bytes(dmt_weight_layout layout, int out, int in);
+size_t dmt_gemm_packed_bytes(const dmt_kernels *k, dmt_weight_layout layout, int out, int in);
 
 /* Packs rows [j0, j0 + rows) of a row-major float matrix w ([rows][in], row r is
- * output j0 + r) into dst, a buffer of dmt_gemm_packed_bytes(layout, out, in).
- * Rows never passed in stay as they were: callers zero the last panel's padding. */
-void dmt_gemm_pack_rows(void *dst, dmt_weight_layout layout, int in, int j0, int rows, const float *w);
+ * output j0 + r) into dst, a zeroed buffer of dmt_gemm_packed_bytes(k, layout, out, in).
+ * INT8 quantises each row. */
+void dmt_gemm_pack_rows(void *dst, const dmt_kernels *k, dmt_weight_layout layout, int out, int in, int j0,
+                        int rows, const float *w);
 
-/* y[n][out] (row stride ldy) = x[n][in] (row stride ldx) W^T + b, for a packed lin.
- * threads > 1 splits the panels over that many OpenMP threads. */
+/* The same for rows quantised already (a quantised model file): bytes q [rows][in]
+ * and their scales, into an INT8 buffer. */
+void dmt_gemm_pack_rows_i8(void *dst, const dmt_kernels *k, int out, int in, int j0, int rows, const int8_t *q,
+                           const float *scales);
+
+/* y[n][out] (row stride ldy) = x[n][in] (row stride ldx) W^T + b, for a packed lin,
+ * with the kernels it was packed for. threads > 1 splits the panels (same bits). */
 void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads);
 
-/* out[in] = row j of W (as the packed layout holds it: BF16 rounds), any layout. */
+/* out[in] = row j of W as the layout holds it (BF16 rounded, INT8 scale x byte). */
 void dmt_linear_row(const dmt_linear *lin, int j, float *out);
 
-/* "AVX-512 F32", "AVX-512 BF16" or "OpenBLAS" for a layout: for logs and reports. */
-const char *dmt_gemm_name(dmt_weight_layout layout);
+/* What multiplies a layout's products: "generic (OpenBLAS) F32", "avx2 F32",
+ * "avx512bf16 BF16", "avx512vnni INT8", ... into buf; for logs and reports. Returns buf. */
+const char *dmt_gemm_describe(const dmt_kernels *k, dmt_weight_layout layout, char *buf, size_t len);
 
 #endif

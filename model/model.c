@@ -23,6 +23,7 @@
 
 #include "model/beam.h"
 #include "model/gemm.h"
+#include "model/kernels/kernels.h"
 #include "model/safetensors.h"
 #include "tokenizer/tokenizer.h"
 
@@ -32,11 +33,11 @@ typedef struct {
     unsigned char *used;   /* per file tensor: bound yet? */
     int sizing;            /* 1: first pass, only validates shapes and adds up arena_need */
     size_t arena_need;     /* bytes the arena needs (sizing pass) */
-    int n_f32, n_f16, n_bf16;
+    int n_f32, n_f16, n_bf16, n_i8;
     unsigned char *arena;  /* room for every widened, copied or packed tensor (see make_arena) */
     size_t arena_left;     /* bytes */
     const float *sinusoid; /* the sinusoid table, shared by both stacks (same rows, d_model) */
-    float *rows;           /* widening buffer for packing: DMT_PANEL rows of the widest layer */
+    float *rows;           /* widening buffer for packing: PACK_ROWS rows of the widest layer */
     size_t rows_cap;       /* floats */
     char *err;
     size_t errlen;
@@ -60,6 +61,9 @@ static void *own(dmt_model *m, size_t bytes) {
     if (buf) m->owned[m->n_owned++] = buf;
     return buf;
 }
+
+/* Rows the loader widens and packs at a time (its widening buffer's height). */
+#define PACK_ROWS 32
 
 /* Tensors in the arena start on a 64-byte boundary (cache line, any SIMD width: the
  * packed kernels use aligned loads). */
@@ -107,6 +111,51 @@ static void *take(loader *L, size_t bytes) {
     return p;
 }
 
+/* Row j's scale of an I8 tensor (its "_scale" tensor; the mapping may be unaligned). */
+static float scale_at(const dmt_st_tensor *scale, int64_t j) {
+    float f;
+    memcpy(&f, (const char *)scale->data + j * 4, sizeof f);
+    return f;
+}
+
+/* An int8 matrix W [out, in] (docs/model-format.md) comes with "<name>_scale", F32
+ * [out], finite and >= 0: W[j][k] = scale[j] * byte. NULL + err otherwise. */
+static const dmt_st_tensor *find_scale(loader *L, const dmt_st_tensor *t) {
+    char name[512];
+    if (t->ndim != 2) {
+        snprintf(L->err, L->errlen, "%s: tensor \"%s\" is I8 with %d dimensions; int8 is for weight matrices "
+                 "[out, in] only", L->path, t->name, t->ndim);
+        return NULL;
+    }
+    snprintf(name, sizeof name, "%s_scale", t->name);
+    const dmt_st_tensor *s = dmt_st_find(L->m->file, name);
+    if (!s) {
+        snprintf(L->err, L->errlen, "%s: I8 tensor \"%s\" has no scales (missing tensor \"%s\")", L->path, t->name,
+                 name);
+        return NULL;
+    }
+    if (s->dtype != DMT_DTYPE_F32) {
+        snprintf(L->err, L->errlen, "%s: scales \"%s\" are %s; int8 scales must be F32", L->path, name,
+                 dmt_dtype_name(s->dtype));
+        return NULL;
+    }
+    if (s->ndim != 1 || s->shape[0] != t->shape[0]) {
+        snprintf(L->err, L->errlen, "%s: scales \"%s\" must have shape [%lld] (one a row of \"%s\"), not %s%lld%s",
+                 L->path, name, (long long)t->shape[0], t->name, s->ndim == 1 ? "[" : "a tensor of ",
+                 (long long)(s->ndim == 1 ? s->shape[0] : s->ndim), s->ndim == 1 ? "]" : " dimensions");
+        return NULL;
+    }
+    for (int64_t j = 0; j < s->numel; j++) {
+        float f = scale_at(s, j);
+        if (!(f >= 0 && f <= 3.4e38f)) {
+            snprintf(L->err, L->errlen, "%s: scales \"%s\": row %lld has scale %g (must be finite and >= 0)",
+                     L->path, name, (long long)j, f);
+            return NULL;
+        }
+    }
+    return s;
+}
+
 /* The named tensor, checked to have shape [d0] or [d0, d1] (d1 = 0 for 1-D) and
  * counted as bound (real pass). NULL + err if absent or mis-shaped. */
 static const dmt_st_tensor *find_tensor(loader *L, const char *name, int64_t d0, int64_t d1) {
@@ -126,6 +175,8 @@ static const dmt_st_tensor *find_tensor(loader *L, const char *name, int64_t d0,
                  got, want);
         return NULL;
     }
+    const dmt_st_tensor *scale = t->dtype == DMT_DTYPE_I8 ? find_scale(L, t) : NULL;
+    if (t->dtype == DMT_DTYPE_I8 && !scale) return NULL;
     if (!L->sizing) {
         L->used[t - dmt_st_tensor_at(L->m->file, 0)] = 1;
         L->m->n_params += t->numel;
@@ -133,7 +184,12 @@ static const dmt_st_tensor *find_tensor(loader *L, const char *name, int64_t d0,
         L->m->weight_bytes_f32 += (size_t)t->numel * 4;
         if (t->dtype == DMT_DTYPE_F32) L->n_f32++;
         else if (t->dtype == DMT_DTYPE_F16) L->n_f16++;
-        else L->n_bf16++;
+        else if (t->dtype == DMT_DTYPE_BF16) L->n_bf16++;
+        else L->n_i8++;
+        if (scale) {
+            L->used[scale - dmt_st_tensor_at(L->m->file, 0)] = 1;
+            L->m->weight_bytes_file += scale->nbytes;
+        }
     }
     return t;
 }
@@ -143,11 +199,20 @@ static int direct_f32(const dmt_st_tensor *t) {
     return t->dtype == DMT_DTYPE_F32 && ((uintptr_t)t->data & 3) == 0;
 }
 
-/* Elements [first, first + n) of t as F32 into dst. */
-static void widen(float *dst, const dmt_st_tensor *t, size_t first, size_t n) {
-    if (t->dtype == DMT_DTYPE_F16) dmt_f16_to_f32_n(dst, (const uint16_t *)t->data + first, n);
-    else if (t->dtype == DMT_DTYPE_BF16) dmt_bf16_to_f32_n(dst, (const uint16_t *)t->data + first, n);
-    else memcpy(dst, (const float *)t->data + first, n * sizeof(float));
+/* Elements [first, first + n) of t as F32 into dst (I8: scale x byte, a row's scale
+ * from its "_scale" tensor), with the model's kernels. */
+static void widen(loader *L, float *dst, const dmt_st_tensor *t, size_t first, size_t n) {
+    const dmt_kernels *k = L->m->kernels;
+    if (t->dtype == DMT_DTYPE_F16) k->f16_to_f32_n(dst, (const uint16_t *)t->data + first, n);
+    else if (t->dtype == DMT_DTYPE_BF16) k->bf16_to_f32_n(dst, (const uint16_t *)t->data + first, n);
+    else if (t->dtype == DMT_DTYPE_I8) {
+        char name[512];
+        snprintf(name, sizeof name, "%s_scale", t->name);
+        const dmt_st_tensor *scale = dmt_st_find(L->m->file, name); /* checked by find_tensor */
+        size_t cols = (size_t)t->shape[1];
+        for (size_t i = 0; i < n; i++)
+            dst[i] = scale_at(scale, (int64_t)((first + i) / cols)) * ((const int8_t *)t->data)[first + i];
+    } else memcpy(dst, (const float *)t->data + first, n * sizeof(float));
 }
 
 /* The named tensor as row-major F32 with shape [d0] or [d0, d1], in the arena (widened
@@ -166,30 +231,33 @@ static const float *bind(loader *L, const char *name, int64_t d0, int64_t d1) {
         snprintf(L->err, L->errlen, "%s: out of memory widening \"%s\"", L->path, name);
         return NULL;
     }
-    widen(wide, t, 0, (size_t)t->numel);
+    widen(L, wide, t, 0, (size_t)t->numel);
     dmt_st_drop_range(t->data, t->nbytes); /* the file's pages would double the resident memory */
     return wide;
 }
 
 /* The named [out, in] tensor packed for the model's product kernels (gemm.h): widened
- * DMT_PANEL rows at a time and scattered into panels, so the row-major matrix never
+ * PACK_ROWS rows at a time and scattered into panels, so the row-major matrix never
  * exists in memory beyond one panel; the file's pages are dropped afterwards. */
 static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, int in) {
     const dmt_st_tensor *t = find_tensor(L, name, out, in);
     if (!t) return -1;
     dmt_weight_layout layout = L->m->layout;
-    size_t bytes = dmt_gemm_packed_bytes(layout, out, in);
-    if (layout == DMT_LAYOUT_PACKED_BF16 && in > DMT_GEMM_BF16_MAX_IN) {
-        snprintf(L->err, L->errlen, "%s: \"%s\" has %d inputs; bf16 products support at most %d (use f32)", L->path,
-                 name, in, DMT_GEMM_BF16_MAX_IN);
+    const dmt_kernels *k = L->m->kernels;
+    size_t bytes = dmt_gemm_packed_bytes(k, layout, out, in);
+    if ((layout == DMT_LAYOUT_PACKED_BF16 || layout == DMT_LAYOUT_PACKED_I8) && in > DMT_GEMM_MAX_IN) {
+        snprintf(L->err, L->errlen, "%s: \"%s\" has %d inputs; %s products support at most %d (use f32)", L->path,
+                 name, in, layout == DMT_LAYOUT_PACKED_I8 ? "int8" : "bf16", DMT_GEMM_MAX_IN);
         return -1;
     }
+    /* int8 bytes from the file go into the panels as they are */
+    int as_is = t->dtype == DMT_DTYPE_I8 && layout == DMT_LAYOUT_PACKED_I8;
     if (L->sizing) {
         L->arena_need += arena_round(bytes);
         return 0;
     }
-    size_t need_rows = (size_t)DMT_PANEL * (size_t)in;
-    if (!direct_f32(t) && need_rows > L->rows_cap) {
+    size_t need_rows = (size_t)PACK_ROWS * (size_t)in;
+    if (!direct_f32(t) && !as_is && need_rows > L->rows_cap) {
         float *r = dmt_st_fault_hit() ? NULL : realloc(L->rows, need_rows * sizeof(float));
         if (!r) goto oom;
         L->rows = r;
@@ -197,22 +265,31 @@ static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, in
     }
     unsigned char *dst = take(L, bytes);
     if (!dst) goto oom;
-    size_t panel_bytes = bytes / (size_t)((out + DMT_PANEL - 1) / DMT_PANEL);
-    memset(dst + bytes - panel_bytes, 0, panel_bytes); /* the last panel's padding columns */
-    for (int j0 = 0; j0 < out; j0 += DMT_PANEL) {
-        int rows = out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL;
+    memset(dst, 0, bytes); /* the last panel's padding columns (pages are touched anyway) */
+    for (int j0 = 0; j0 < out; j0 += PACK_ROWS) {
+        int rows = out - j0 < PACK_ROWS ? out - j0 : PACK_ROWS;
+        if (as_is) {
+            float scales[PACK_ROWS];
+            char sname[512];
+            snprintf(sname, sizeof sname, "%s_scale", t->name);
+            const dmt_st_tensor *scale = dmt_st_find(L->m->file, sname);
+            for (int r = 0; r < rows; r++) scales[r] = scale_at(scale, j0 + r);
+            dmt_gemm_pack_rows_i8(dst, k, out, in, j0, rows, (const int8_t *)t->data + (size_t)j0 * in, scales);
+            continue;
+        }
         const float *src = (const float *)t->data + (size_t)j0 * in;
         if (!direct_f32(t)) {
-            widen(L->rows, t, (size_t)j0 * in, (size_t)rows * in);
+            widen(L, L->rows, t, (size_t)j0 * in, (size_t)rows * in);
             src = L->rows;
         }
-        dmt_gemm_pack_rows(dst, layout, in, j0, rows, src);
+        dmt_gemm_pack_rows(dst, k, layout, out, in, j0, rows, src);
     }
     dmt_st_drop_range(t->data, t->nbytes);
     L->m->weight_bytes_memory += bytes;
     lin->weight = NULL;
     lin->packed = dst;
     lin->layout = layout;
+    lin->kernels = k;
     return 0;
 oom:
     snprintf(L->err, L->errlen, "%s: out of memory packing \"%s\"", L->path, name);
@@ -387,7 +464,9 @@ static int bind_all(loader *L) {
     const char *kinds[3] = {"F32", "F16", "BF16"};
     int counts[3] = {L->n_f32, L->n_f16, L->n_bf16}, distinct = 0, last = 0;
     for (int i = 0; i < 3; i++) if (counts[i]) { distinct++; last = i; }
-    snprintf(m->dtype_summary, sizeof m->dtype_summary, "%s", distinct > 1 ? "mixed" : kinds[last]);
+    /* a quantised file: int8 matrices, the rest (biases, norms) in its float type */
+    snprintf(m->dtype_summary, sizeof m->dtype_summary, "%s%s", L->n_i8 ? "I8+" : "",
+             distinct > 1 ? "mixed" : kinds[last]);
     return 0;
 }
 
@@ -442,9 +521,18 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
     L.used = dmt_st_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
     if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
-    int layout = dmt_gemm_layout(opts.precision);
+    if (!(m->kernels = dmt_kernels_select(err, errlen))) {
+        free(L.used);
+        goto fail;
+    }
+    /* a quantised file runs int8 products unless bf16 is asked for (its weights are
+     * int8 anyway: F32 products would only cost time) */
+    dmt_precision precision = opts.precision;
+    for (int i = 0; i < dmt_st_count(m->file) && precision == DMT_PRECISION_F32; i++)
+        if (dmt_st_tensor_at(m->file, i)->dtype == DMT_DTYPE_I8) precision = DMT_PRECISION_INT8;
+    int layout = dmt_gemm_layout(m->kernels, precision);
     if (layout < 0) {
-        snprintf(err, errlen, "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks (use f32)");
+        snprintf(err, errlen, "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks (use f32 or int8)");
         free(L.used);
         goto fail;
     }

@@ -13,16 +13,18 @@
 #include "model/config.h"
 
 struct dmt_tokenizer;
+struct dmt_kernels;
 
 /* How a linear layer's weight matrix is stored (model/gemm.h). */
 typedef enum {
     DMT_LAYOUT_ROWS = 0,     /* row-major [out][in] floats; products through OpenBLAS */
-    DMT_LAYOUT_PACKED_F32,   /* panels of 32 output columns, F32 (AVX-512) */
-    DMT_LAYOUT_PACKED_BF16,  /* panels of 32 output columns, bfloat16 pairs (AVX-512 BF16) */
+    DMT_LAYOUT_PACKED_F32,   /* panels of output columns, F32 (AVX2, AVX-512) */
+    DMT_LAYOUT_PACKED_BF16,  /* panels of output columns, bfloat16 pairs (AVX-512 BF16) */
+    DMT_LAYOUT_PACKED_I8,    /* panels of output columns, int8 quads + per-column scales */
 } dmt_weight_layout;
 
-/* The arithmetic of the matrix products: F32 (default) or BF16 (opt-in, faster). */
-typedef enum { DMT_PRECISION_F32 = 0, DMT_PRECISION_BF16 } dmt_precision;
+/* The arithmetic of the matrix products: F32 (default), BF16 or INT8 (opt-in, faster). */
+typedef enum { DMT_PRECISION_F32 = 0, DMT_PRECISION_BF16, DMT_PRECISION_INT8 } dmt_precision;
 
 typedef struct {
     const float *weight; /* [out][in] when layout == DMT_LAYOUT_ROWS, else NULL */
@@ -30,6 +32,7 @@ typedef struct {
     const float *bias;   /* [out], NULL when the layer has none */
     int out, in;
     dmt_weight_layout layout;
+    const struct dmt_kernels *kernels; /* the level the packed panels are for (NULL: rows) */
 } dmt_linear;
 
 typedef struct {
@@ -67,6 +70,7 @@ typedef struct dmt_model {
     dmt_stack_weights encoder, decoder;
     dmt_linear output_projection;        /* [vocab, d]: decoder.output_projection or tied, no bias */
     dmt_weight_layout layout;            /* of every linear layer */
+    const struct dmt_kernels *kernels;   /* the kernel level it runs (model/kernels/kernels.h) */
     struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
     /* load bookkeeping */
     struct dmt_safetensors *file;        /* open during the load only; NULL afterwards */
@@ -81,7 +85,8 @@ typedef struct dmt_model {
 
 typedef struct {
     int ids_only; /* 1: no sentencepiece.model needed (token-id use: tests, scoring) */
-    dmt_precision precision; /* of the matrix products; BF16 needs AVX-512 BF16 */
+    dmt_precision precision; /* of the matrix products; BF16 needs AVX-512 BF16; a file
+                                with int8 weights runs INT8 unless BF16 is asked for */
 } dmt_load_options;
 
 /* Loads MODEL_DIR/{config.json, model.safetensors, sentencepiece.model}, validating

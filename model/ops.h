@@ -1,7 +1,9 @@
 /* ops.h — the numeric kernels of the forward pass: small, output-first, no allocation.
  *
- * All matrices are row-major float. Every matrix product goes through dmt_matmul
- * (cblas_sgemm); the rest are plain loops the compiler vectorises.
+ * All matrices are row-major float. Every matrix product goes through dmt_matmul:
+ * the model's packed kernels (model/gemm.h), or cblas_sgemm for row-major weights.
+ * Softmax, LayerNorm and attention run the process's kernel level
+ * (model/kernels/kernels.h); the rest are plain loops the compiler vectorises.
  */
 #ifndef DEEPMT_MODEL_OPS_H
 #define DEEPMT_MODEL_OPS_H

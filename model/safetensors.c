@@ -37,10 +37,10 @@ static void *fault_calloc(size_t n, size_t size) { return dmt_st_fault_hit() ? N
 static char *fault_strdup(const char *s) { return dmt_st_fault_hit() ? NULL : strdup(s); }
 
 const char *dmt_dtype_name(dmt_dtype d) {
-    return d == DMT_DTYPE_F32 ? "F32" : d == DMT_DTYPE_F16 ? "F16" : "BF16";
+    return d == DMT_DTYPE_F32 ? "F32" : d == DMT_DTYPE_F16 ? "F16" : d == DMT_DTYPE_BF16 ? "BF16" : "I8";
 }
 
-size_t dmt_dtype_size(dmt_dtype d) { return d == DMT_DTYPE_F32 ? 4 : 2; }
+size_t dmt_dtype_size(dmt_dtype d) { return d == DMT_DTYPE_F32 ? 4 : d == DMT_DTYPE_I8 ? 1 : 2; }
 
 float dmt_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
@@ -65,62 +65,11 @@ float dmt_bf16_to_f32(uint16_t h) {
     return f;
 }
 
-/* Bulk widening, table-free and branch-free so the compiler vectorises it (the
- * per-value functions above normalise subnormals in a loop). F16: shift exponent and
- * mantissa into place and rebias; Inf/NaN get the extra exponent bias, subnormals are
- * renormalised exactly by one float subtraction (F. Giesen's half_to_float_fast). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define DMT_WIDEN_CLONES __attribute__((target_clones("avx2", "default")))
-#else
-#define DMT_WIDEN_CLONES
-#endif
-
-/* Two little-endian bytes -> u16; one 16-bit load on a little-endian host. */
-static inline uint16_t load_le16(const unsigned char *p) {
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    uint16_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-#else
-    return (uint16_t)(p[0] | (p[1] << 8));
-#endif
-}
-
-DMT_WIDEN_CLONES void dmt_f16_to_f32_n(float *dst, const void *src, size_t n) {
-    const unsigned char *s = src;
-    const uint32_t shifted_exp = 0x7c00u << 13, magic_bits = 113u << 23;
-    float magic;
-    memcpy(&magic, &magic_bits, sizeof magic);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t h = load_le16(s + 2 * i);
-        uint32_t o = (h & 0x7fffu) << 13, e = o & shifted_exp;
-        o += (127u - 15u) << 23;
-        uint32_t infnan = -(uint32_t)(e == shifted_exp), sub = -(uint32_t)(e == 0);
-        o += infnan & ((128u - 16u) << 23);
-        o += sub & (1u << 23);
-        float f, g;
-        memcpy(&f, &o, sizeof f);
-        g = f - magic; /* only kept for subnormals and zero, where it is exact */
-        uint32_t gb;
-        memcpy(&gb, &g, sizeof gb);
-        o = (gb & sub) | (o & ~sub);
-        o |= (h & 0x8000u) << 16;
-        memcpy(dst + i, &o, sizeof o);
-    }
-}
-
-DMT_WIDEN_CLONES void dmt_bf16_to_f32_n(float *dst, const void *src, size_t n) {
-    const unsigned char *s = src;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t bits = (uint32_t)load_le16(s + 2 * i) << 16;
-        memcpy(dst + i, &bits, sizeof bits);
-    }
-}
-
 static int parse_dtype(const char *s, dmt_dtype *d) {
     if (!strcmp(s, "F32")) *d = DMT_DTYPE_F32;
     else if (!strcmp(s, "F16")) *d = DMT_DTYPE_F16;
     else if (!strcmp(s, "BF16")) *d = DMT_DTYPE_BF16;
+    else if (!strcmp(s, "I8")) *d = DMT_DTYPE_I8; /* quantised weights (docs/model-format.md) */
     else return -1;
     return 0;
 }
@@ -135,7 +84,7 @@ static int parse_entry(const char *path, const char *name, json_t *e, uint64_t d
         return -1;
     }
     if (parse_dtype(json_string_value(dt), &t->dtype)) {
-        snprintf(err, errlen, "%s: tensor \"%s\": unsupported dtype \"%s\" (F32, F16 or BF16)", path, name,
+        snprintf(err, errlen, "%s: tensor \"%s\": unsupported dtype \"%s\" (F32, F16, BF16 or I8)", path, name,
                  json_string_value(dt));
         return -1;
     }

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { DMT_DTYPE_F32, DMT_DTYPE_F16, DMT_DTYPE_BF16 } dmt_dtype;
+typedef enum { DMT_DTYPE_F32, DMT_DTYPE_F16, DMT_DTYPE_BF16, DMT_DTYPE_I8 } dmt_dtype;
 
 #define DMT_ST_MAX_DIMS 4
 
@@ -53,11 +53,7 @@ size_t dmt_dtype_size(dmt_dtype d);
 float dmt_f16_to_f32(uint16_t h);
 float dmt_bf16_to_f32(uint16_t h);
 
-/* The same over n values: src holds n little-endian 16-bit values (any alignment),
- * dst gets n floats. Bit-for-bit equal to the per-value functions (NaNs stay NaN
- * with their sign and payload); vectorised, what the loader uses. */
-void dmt_f16_to_f32_n(float *dst, const void *src, size_t n);
-void dmt_bf16_to_f32_n(float *dst, const void *src, size_t n);
+/* (the bulk conversions the loader uses are kernels: model/kernels/kernels.h) */
 
 /* Failure injection for tests (SQLite-style): after dmt_st_fault_after(n), the loader's
  * next n allocations on this thread succeed and every later one fails, until

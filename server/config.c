@@ -31,8 +31,9 @@ static const option options[] = {
     {"workers", OPT_INT, F(workers), 0, 0, 64, "N",
      "model workers, each with its own buffers (0: 1 when --threads is given, else min(cores, 4) "
      "with one BLAS thread each) [0]"},
-    {"precision", OPT_CHOICE, F(precision), 0, 0, 0, "f32|bf16",
-     "matrix-product arithmetic: bf16 is faster, needs AVX-512 BF16, translations differ slightly [f32]"},
+    {"precision", OPT_CHOICE, F(precision), 0, 0, 0, "f32|bf16|int8",
+     "matrix-product arithmetic: bf16 (needs AVX-512 BF16) and int8 are faster, translations differ "
+     "slightly [f32]"},
     {"http-threads", OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]"},
     {"max-batch-sentences", OPT_INT, F(max_batch_sentences), 0, 1, 4096, "N",
      "sentences in one batch; 1 turns dynamic batching off [32]"},

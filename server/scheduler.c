@@ -26,7 +26,7 @@
 
 #include "model/forward.h"
 
-void openblas_set_num_threads(int num_threads); /* OpenBLAS; declared here to avoid cblas.h */
+#include "model/kernels/kernels.h"
 
 typedef struct {
     dmt_scheduler *s;
@@ -306,7 +306,7 @@ static void *loader_main(void *arg) {
     dmt_scheduler *s = arg;
     char err[512] = "";
     double t0 = dmt_now();
-    if (s->o.blas_threads > 0) openblas_set_num_threads(s->o.blas_threads);
+    if (s->o.blas_threads > 0) dmt_kernels_set_threads(s->o.blas_threads);
     s->model = dmt_model_load(s->model_dir, (dmt_load_options){.precision = (dmt_precision)s->o.precision}, err,
                               sizeof err);
     if (!s->model) {

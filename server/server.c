@@ -193,8 +193,9 @@ int dmt_server_run(const dmt_server_config *cfg) {
         char ev = wait_event(-1);
         if (ev == 'L') {
             const dmt_model *m = dmt_scheduler_model(srv.sched);
+            char products[64];
             dmt_server_log(cfg, "model loaded in %.2f s (%s products); ready", dmt_scheduler_load_seconds(srv.sched),
-                           dmt_gemm_name(m->layout));
+                           dmt_gemm_describe(m->kernels, m->layout, products, sizeof products));
         } else if (ev == 'F') {
             status = 1;
             break;

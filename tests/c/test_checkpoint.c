@@ -39,6 +39,7 @@
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/kernels/kernels.h"
 #include "model/safetensors.h"
 #include "tests/c/check.h"
 #include "tests/c/fixtures.h"

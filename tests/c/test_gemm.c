@@ -1,20 +1,27 @@
-/* test_gemm.c — the packed-weight products (model/gemm.h) against a naive double loop.
+/* test_gemm.c — the packed-weight products (model/gemm.h) of every kernel level this
+ * CPU runs (model/kernels/kernels.h), against double-precision references.
  *
- * Shapes cover every row-block remainder (1-12 rows and more than one block), outputs
- * that leave the last panel partly empty, odd input widths (BF16 pads pairs), strided
- * views whose padding must stay untouched, and 1 vs 2 threads (bit-identical: each
- * panel is computed by one thread in the same order). F32 must match sgemm's accuracy;
- * BF16 must equal the exact product of the bfloat16-rounded operands (F32 accumulation)
- * and stay within bfloat16 rounding of the true product. Skipped where the CPU lacks
- * the instructions (the model then keeps OpenBLAS, tested in test_ops.c).
+ * Shapes cover every row-block remainder (1-13 rows and more than one block), outputs
+ * that leave the last panel partly empty, input widths that are not a multiple of the
+ * pair (BF16) or quad (INT8) size, strided views whose padding must stay untouched,
+ * more rows than one conversion chunk, and 1 vs 2 threads (bit-identical: each panel
+ * is computed by one thread in the same order).
+ *   F32 must match sgemm's accuracy.
+ *   BF16 must equal the exact product of the bfloat16-rounded operands (F32
+ *     accumulation) and stay within bfloat16 rounding of the true product.
+ *   INT8 must equal the exact integer product of the quantised operands (weights per
+ *     output row, activations per input row, dmt_quantize_row), scaled back, and stay
+ *     within int8 rounding of the true product. Every level gives the same integers.
+ * Levels the CPU lacks are skipped with a message (their kernels cannot execute here).
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/gemm.h"
-#include "model/ops.h"
+#include "model/kernels/kernels.h"
 #include "tests/c/check.h"
 
 #define PAD 12345.0f
@@ -35,60 +42,86 @@ static float bf16_round(float f) {
     return f;
 }
 
-/* A packed linear layer from a row-major w (the loader's path: pack_rows by panels). */
-static dmt_linear pack(dmt_weight_layout layout, const float *w, const float *b, int out, int in, void **mem) {
-    size_t bytes = dmt_gemm_packed_bytes(layout, out, in);
-    void *p = aligned_alloc(64, bytes);
+/* A packed linear layer from a row-major w (the loader's path: pack_rows by 32 rows). */
+static dmt_linear pack(const dmt_kernels *k, dmt_weight_layout layout, const float *w, const float *b, int out,
+                       int in, void **mem) {
+    size_t bytes = dmt_gemm_packed_bytes(k, layout, out, in);
+    void *p = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
     memset(p, 0, bytes);
-    for (int j0 = 0; j0 < out; j0 += DMT_PANEL)
-        dmt_gemm_pack_rows(p, layout, in, j0, out - j0 < DMT_PANEL ? out - j0 : DMT_PANEL, w + (size_t)j0 * in);
+    for (int j0 = 0; j0 < out; j0 += 32)
+        dmt_gemm_pack_rows(p, k, layout, out, in, j0, out - j0 < 32 ? out - j0 : 32, w + (size_t)j0 * in);
     *mem = p;
-    return (dmt_linear){.packed = p, .bias = b, .out = out, .in = in, .layout = layout};
+    return (dmt_linear){.packed = p, .bias = b, .out = out, .in = in, .layout = layout, .kernels = k};
 }
 
-static void check_product(dmt_weight_layout layout, int n, int in, int out, int with_bias, int ldx, int ldy) {
+static const char *layout_name(dmt_weight_layout l) {
+    return l == DMT_LAYOUT_PACKED_BF16 ? "bf16" : l == DMT_LAYOUT_PACKED_I8 ? "int8" : "f32";
+}
+
+static void check_product(const dmt_kernels *k, dmt_weight_layout layout, int n, int in, int out, int with_bias,
+                          int ldx, int ldy) {
     float *x = malloc((size_t)n * ldx * sizeof *x), *w = malloc((size_t)out * in * sizeof *w);
     float *b = with_bias ? malloc((size_t)out * sizeof *b) : NULL;
     for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = uniform(-1, 1);
     for (size_t i = 0; i < (size_t)out * in; i++) w[i] = uniform(-1, 1);
     for (int i = 0; b && i < out; i++) b[i] = uniform(-1, 1);
+    if (out > 2) memset(w + (size_t)(out / 2) * in, 0, (size_t)in * sizeof *w); /* an all-zero row: scale 0 */
     void *mem;
-    dmt_linear lin = pack(layout, w, b, out, in, &mem);
+    dmt_linear lin = pack(k, layout, w, b, out, in, &mem);
     float *y1 = malloc((size_t)n * ldy * sizeof *y1), *y2 = malloc((size_t)n * ldy * sizeof *y2);
     for (size_t i = 0; i < (size_t)n * ldy; i++) y1[i] = y2[i] = PAD;
     dmt_gemm_packed(y1, ldy, x, ldx, n, &lin, 1);
     dmt_gemm_packed(y2, ldy, x, ldx, n, &lin, 2);
 
-    int bf16 = layout == DMT_LAYOUT_PACKED_BF16, pad_ok = 1;
-    double worst = 0, worst_rounded = 0;
+    /* the quantised operands, as the kernels must see them */
+    int8_t *qx = malloc((size_t)n * in), *qw = malloc((size_t)out * in);
+    float *sx = malloc((size_t)n * sizeof *sx), *sw = malloc((size_t)out * sizeof *sw);
+    for (int i = 0; i < n; i++) sx[i] = dmt_quantize_row(qx + (size_t)i * in, x + (size_t)i * ldx, in);
+    for (int o = 0; o < out; o++) sw[o] = dmt_quantize_row(qw + (size_t)o * in, w + (size_t)o * in, in);
+
+    int bf16 = layout == DMT_LAYOUT_PACKED_BF16, i8 = layout == DMT_LAYOUT_PACKED_I8, pad_ok = 1;
+    double worst = 0, worst_exact = 0;
     for (int i = 0; i < n; i++) {
         for (int o = 0; o < out; o++) {
-            double s = b ? b[o] : 0, mag = b ? fabs(b[o]) : 0, sr = s;
-            for (int k = 0; k < in; k++) {
-                double xv = x[(size_t)i * ldx + k], wv = w[(size_t)o * in + k];
+            double s = b ? b[o] : 0, mag = b ? fabs(b[o]) : 0, sr = s, mr = mag;
+            int64_t isum = 0, imag = 0;
+            for (int kk = 0; kk < in; kk++) {
+                double xv = x[(size_t)i * ldx + kk], wv = w[(size_t)o * in + kk];
                 s += xv * wv;
                 mag += fabs(xv * wv);
                 sr += (double)bf16_round((float)xv) * bf16_round((float)wv);
+                mr += fabs((double)bf16_round((float)xv) * bf16_round((float)wv));
+                int p = qx[(size_t)i * in + kk] * qw[(size_t)o * in + kk];
+                isum += p;
+                imag += p < 0 ? -p : p;
+            }
+            if (i8) { /* the exact integer product, scaled back */
+                double sc = (double)sx[i] * sw[o];
+                sr = (b ? b[o] : 0) + sc * (double)isum;
+                mr = (b ? fabs(b[o]) : 0) + fabs(sc) * (double)imag;
             }
             double got = y1[(size_t)i * ldy + o];
-            double e = fabs(got - s) / (mag + fabs(s)), er = fabs(got - sr) / (mag + fabs(sr));
+            double e = fabs(got - s) / (mag + fabs(s) + 1e-30), er = fabs(got - sr) / (mr + fabs(sr) + 1e-30);
             if (!(e <= worst)) worst = e;
-            if (!(er <= worst_rounded)) worst_rounded = er;
+            if (!(er <= worst_exact)) worst_exact = er;
         }
         for (int o = out; o < ldy; o++) pad_ok &= y1[(size_t)i * ldy + o] == PAD;
     }
-    char what[200];
-    const char *name = bf16 ? "bf16" : "f32";
-    snprintf(what, sizeof what, "%s n=%d in=%d out=%d %s ldx=%d ldy=%d: worst %.1e, padding untouched", name, n, in,
-             out, b ? "bias" : "no bias", ldx, ldy, worst);
-    /* bf16 keeps 8 significant bits: each product is off by <= 2^-8 of its size */
-    CHECK(worst <= (bf16 ? 8e-3 : 1e-5) && pad_ok, what, "worst %.3e, padding %d", worst, pad_ok);
-    if (bf16) {
-        snprintf(what, sizeof what, "bf16 n=%d in=%d out=%d equals the product of rounded operands (worst %.1e)", n,
-                 in, out, worst_rounded);
-        CHECK(worst_rounded <= 1e-5, what, "worst %.3e", worst_rounded);
+    char what[240];
+    const char *name = layout_name(layout);
+    snprintf(what, sizeof what, "%s %s n=%d in=%d out=%d %s ldx=%d ldy=%d: worst %.1e, padding untouched", k->name,
+             name, n, in, out, b ? "bias" : "no bias", ldx, ldy, worst);
+    /* bf16 keeps 8 significant bits: each product is off by <= 2^-8 of its size; int8
+     * steps are 1/127 of a row's largest value, for both operands */
+    CHECK(worst <= (bf16 ? 8e-3 : i8 ? 2.5e-2 : 1e-5) && pad_ok, what, "worst %.3e, padding %d", worst, pad_ok);
+    if (bf16 || i8) {
+        snprintf(what, sizeof what, "%s %s n=%d in=%d out=%d equals the %s (worst %.1e)", k->name, name, n, in, out,
+                 i8 ? "exact integer product of the quantised operands" : "product of rounded operands",
+                 worst_exact);
+        CHECK(worst_exact <= (i8 ? 1e-6 : 1e-5), what, "worst %.3e", worst_exact);
     }
-    snprintf(what, sizeof what, "%s n=%d in=%d out=%d: 2 threads give the same bits as 1", name, n, in, out);
+    snprintf(what, sizeof what, "%s %s n=%d in=%d out=%d: 2 threads give the same bits as 1", k->name, name, n, in,
+             out);
     CHECK(!memcmp(y1, y2, (size_t)n * ldy * sizeof *y1), what);
 
     /* rows read back (the tied embedding's path) */
@@ -96,38 +129,73 @@ static void check_product(dmt_weight_layout layout, int n, int in, int out, int 
     int rows_ok = 1;
     for (int o = 0; o < out; o += out > 7 ? out / 7 : 1) {
         dmt_linear_row(&lin, o, row);
-        for (int k = 0; k < in; k++) {
-            float want = bf16 ? bf16_round(w[(size_t)o * in + k]) : w[(size_t)o * in + k];
-            rows_ok &= row[k] == want;
+        for (int kk = 0; kk < in; kk++) {
+            float v = w[(size_t)o * in + kk];
+            float want = bf16 ? bf16_round(v) : i8 ? sw[o] * qw[(size_t)o * in + kk] : v;
+            rows_ok &= row[kk] == want;
         }
     }
-    snprintf(what, sizeof what, "%s in=%d out=%d: dmt_linear_row reads back the packed rows", name, in, out);
+    snprintf(what, sizeof what, "%s %s in=%d out=%d: dmt_linear_row reads back the packed rows", k->name, name, in,
+             out);
     CHECK(rows_ok, what);
-    free(row);
+    free(row), free(qx), free(qw), free(sx), free(sw);
     free(x), free(w), free(b), free(y1), free(y2), free(mem);
 }
 
+static void check_level(const dmt_kernels *k, dmt_weight_layout layout) {
+    for (int n = 1; n <= 13; n++) check_product(k, layout, n, 37, 45, n & 1, 37, 45);
+    check_product(k, layout, 30, 256, 256, 1, 256, 256); /* whole panels, several row blocks */
+    check_product(k, layout, 25, 64, 70, 1, 80, 75);     /* strided x and y, partial panel */
+    check_product(k, layout, 4, 33, 1, 0, 33, 1);        /* one output column */
+    check_product(k, layout, 2, 1, 16, 1, 1, 16);        /* one input */
+    check_product(k, layout, 3, 1024, 17, 1, 1030, 17);  /* wide input */
+    check_product(k, layout, 7, 1026, 33, 1, 1026, 33);  /* in = 2 mod 4 */
+    check_product(k, layout, 300, 129, 40, 0, 129, 40);  /* more rows than one conversion chunk */
+    check_product(k, layout, 1100, 5, 20, 1, 5, 20);    /* more rows than a chunk holds scales for */
+}
+
 int main(void) {
-    int has_f32 = __builtin_cpu_supports("avx512f"); /* the layout the loader picks may be OpenBLAS by DEEPMT_GEMM */
-    int has_bf16 = dmt_gemm_layout(DMT_PRECISION_BF16) == DMT_LAYOUT_PACKED_BF16;
-    dmt_weight_layout layouts[] = {DMT_LAYOUT_PACKED_F32, DMT_LAYOUT_PACKED_BF16};
-    for (int l = 0; l < 2; l++) {
-        if (!(l ? has_bf16 : has_f32)) {
-            SKIP(l ? "this CPU lacks AVX-512 BF16: bf16 products are refused at load"
-                   : "this CPU lacks AVX-512F: models keep OpenBLAS products");
+    int levels = 0;
+    for (int isa = 0; isa < DMT_ISA_COUNT; isa++) {
+        const dmt_kernels *k = dmt_kernels_for((dmt_isa)isa);
+        char why[160];
+        if (!k) {
+            snprintf(why, sizeof why, "%s: this CPU cannot run it (its kernels are compiled, not executed here)",
+                     dmt_isa_name((dmt_isa)isa));
+            SKIP(why);
             continue;
         }
-        for (int n = 1; n <= 13; n++) check_product(layouts[l], n, 37, 45, n & 1, 37, 45);
-        check_product(layouts[l], 30, 256, 256, 1, 256, 256);     /* whole panels, several row blocks */
-        check_product(layouts[l], 25, 64, 70, 1, 80, 75);         /* strided x and y, partial panel */
-        check_product(layouts[l], 4, 33, 1, 0, 33, 1);            /* one output column */
-        check_product(layouts[l], 2, 1, 16, 1, 1, 16);            /* one input */
-        check_product(layouts[l], 3, 1024, 17, 1, 1030, 17);      /* wide input */
-        check_product(layouts[l], 300, 129, 40, 0, 129, 40);      /* bf16: more rows than one chunk */
+        levels++;
+        CHECK(k->isa == (dmt_isa)isa && !strcmp(k->name, dmt_isa_name((dmt_isa)isa)), "level table names itself");
+        if (k->panel_f32) check_level(k, DMT_LAYOUT_PACKED_F32);
+        if (k->gemm_bf16) check_level(k, DMT_LAYOUT_PACKED_BF16);
+        check_level(k, DMT_LAYOUT_PACKED_I8);
+        /* every level the same int8 integers: compare with the generic level's output */
+        const dmt_kernels *g = dmt_kernels_for(DMT_ISA_GENERIC);
+        int n = 9, in = 203, out = 77;
+        float *x = malloc((size_t)n * in * 4), *w = malloc((size_t)out * in * 4), *y = malloc((size_t)n * out * 4),
+              *yg = malloc((size_t)n * out * 4);
+        for (int i = 0; i < n * in; i++) x[i] = uniform(-3, 3);
+        for (int i = 0; i < out * in; i++) w[i] = uniform(-0.1f, 0.1f);
+        void *m1, *m2;
+        dmt_linear a = pack(k, DMT_LAYOUT_PACKED_I8, w, NULL, out, in, &m1);
+        dmt_linear c = pack(g, DMT_LAYOUT_PACKED_I8, w, NULL, out, in, &m2);
+        dmt_gemm_packed(y, out, x, in, n, &a, 1);
+        dmt_gemm_packed(yg, out, x, in, n, &c, 1);
+        double worst = 0;
+        for (int i = 0; i < n * out; i++) worst = fmax(worst, fabs(y[i] - yg[i]) / (fabs(yg[i]) + 1e-3));
+        snprintf(why, sizeof why, "%s int8 = generic int8 up to the final float rounding (worst %.1e)", k->name, worst);
+        CHECK(worst <= 1e-6, why);
+        free(x), free(w), free(y), free(yg), free(m1), free(m2);
     }
+    CHECK(levels >= 1, "at least the generic level runs");
 
-    /* dmt_gemm_packed_bytes: F32 panels hold in x 32 floats, BF16 pairs x 32 x 2 halves */
-    CHECK(dmt_gemm_packed_bytes(DMT_LAYOUT_PACKED_F32, 33, 3) == 2 * 32 * 3 * 4, "packed F32 size");
-    CHECK(dmt_gemm_packed_bytes(DMT_LAYOUT_PACKED_BF16, 32, 3) == 1 * 32 * 2 * 2 * 2, "packed BF16 size");
+    /* sizes: AVX-512 F32 panels hold in x 32 floats, BF16 pairs x 32 x 2 halves */
+    const dmt_kernels *k512 = &dmt_kernels_avx512bf16, *k2 = &dmt_kernels_avx2;
+    CHECK(dmt_gemm_packed_bytes(k512, DMT_LAYOUT_PACKED_F32, 33, 3) == 2 * 32 * 3 * 4, "packed F32 size (avx512)");
+    CHECK(dmt_gemm_packed_bytes(k2, DMT_LAYOUT_PACKED_F32, 33, 3) == 3 * 16 * 3 * 4, "packed F32 size (avx2)");
+    CHECK(dmt_gemm_packed_bytes(k512, DMT_LAYOUT_PACKED_BF16, 32, 3) == 1 * 32 * 2 * 2 * 2, "packed BF16 size");
+    /* int8: quads x 4 bytes a column, then 4 + 4 bytes a column (compensation, scale) */
+    CHECK(dmt_gemm_packed_bytes(k2, DMT_LAYOUT_PACKED_I8, 17, 5) == 2 * 16 * 2 * 4 + 32 * 8, "packed INT8 size");
     return check_done();
 }

@@ -258,10 +258,9 @@ int main(void) {
     check_matmul(5, 11, 9, 0, 19, 10);
     check_matmul(1, 31, 7, 1, 40, 21);
 
-    /* 1-4 rows with one BLAS thread take the few-row kernel (ops.c): every row count,
-     * widths with and without a tail past the last 8 columns, odd and even outputs
-     * (the kernel does two outputs at a time), strided views; then the same shapes
-     * with two BLAS threads, which take sgemm. */
+    /* row-major weights (sgemm) with few rows: every row count, widths with and
+     * without a tail past the last 8 columns, odd and even outputs, strided views;
+     * with one and two BLAS threads. */
     for (int threads = 1; threads <= 2; threads++) {
         openblas_set_num_threads(threads);
         for (int n = 1; n <= 5; n++) {

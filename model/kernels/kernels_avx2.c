@@ -1,0 +1,211 @@
+/* kernels_avx2.c — the avx2 level: AVX2 + FMA (x86-64-v3; kernels.h).
+ *
+ * F32: panels of 16 output columns (two ymm), 6 x rows a block: 12 accumulators, 2
+ * weight vectors and a broadcast fill 15 of the 16 ymm registers, and the panel
+ * (16 floats an input, 16 KiB at 256 inputs) stays in L1 while the rows stream by.
+ * int8: the same panels over groups of 4 inputs; vpmaddubsw multiplies unsigned by
+ * signed bytes and saturates its pair sums at 16 bits, so the kernel feeds it |a|
+ * and sign(a) * w (vpsignb): both in [-127, 127], a pair sums to at most 32,258, never
+ * saturates, and the integer sums equal the exact product of the quantised operands.
+ */
+#include "model/kernels/internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef DMT_KERNELS_X86
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+
+#define K(name) name##_avx2
+#include "model/kernels/portable.inc"
+
+#define P 16     /* output columns a panel */
+#define MR 6     /* F32 rows a block */
+#define MR_I8 4  /* int8 rows a block */
+
+/* Bias of panel columns [j, j + cols) as two vectors (zero beyond). */
+static inline void bias16(const dmt_linear *lin, int j, int cols, __m256 *b0, __m256 *b1) {
+    float t[P] = {0};
+    if (lin->bias) memcpy(t, lin->bias + j, (size_t)cols * sizeof(float));
+    *b0 = _mm256_loadu_ps(t);
+    *b1 = _mm256_loadu_ps(t + 8);
+}
+
+static inline void store16(float *y, int cols, __m256 v0, __m256 v1) {
+    if (cols == P) {
+        _mm256_storeu_ps(y, v0);
+        _mm256_storeu_ps(y + 8, v1);
+        return;
+    }
+    float t[P];
+    _mm256_storeu_ps(t, v0);
+    _mm256_storeu_ps(t + 8, v1);
+    memcpy(y, t, (size_t)cols * sizeof(float));
+}
+
+/* rows (<= MR, a constant after inlining) x rows against one F32 panel. */
+__attribute__((always_inline)) static inline void block_f32(float *y, int ldy, const float *x, int ldx, const int rows,
+                                                            const float *panel, int in, __m256 b0, __m256 b1,
+                                                            int cols) {
+    __m256 acc[MR][2];
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+        if (i < rows) acc[i][0] = b0, acc[i][1] = b1;
+    for (int k = 0; k < in; k++) {
+        __m256 w0 = _mm256_load_ps(panel + (size_t)k * P), w1 = _mm256_load_ps(panel + (size_t)k * P + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < MR; i++)
+            if (i < rows) {
+                __m256 a = _mm256_broadcast_ss(x + (size_t)i * ldx + k);
+                acc[i][0] = _mm256_fmadd_ps(a, w0, acc[i][0]);
+                acc[i][1] = _mm256_fmadd_ps(a, w1, acc[i][1]);
+            }
+    }
+#pragma GCC unroll 6
+    for (int i = 0; i < MR; i++)
+        if (i < rows) store16(y + (size_t)i * ldy, cols, acc[i][0], acc[i][1]);
+}
+
+typedef struct {
+    float *y;
+    const float *x;
+    int ldy, ldx, n;
+    const dmt_linear *lin;
+} product;
+
+static void panel_f32(const product *pr, int p) {
+    const dmt_linear *lin = pr->lin;
+    int j = p * P, cols = lin->out - j < P ? lin->out - j : P, in = lin->in;
+    __m256 b0, b1;
+    bias16(lin, j, cols, &b0, &b1);
+    const float *panel = (const float *)lin->packed + (size_t)p * P * in;
+    for (int i = 0; i < pr->n; i += MR) {
+        float *yi = pr->y + (size_t)i * pr->ldy + j;
+        const float *xi = pr->x + (size_t)i * pr->ldx;
+        switch (pr->n - i < MR ? pr->n - i : MR) {
+#define CALL(R) case R: block_f32(yi, pr->ldy, xi, pr->ldx, R, panel, in, b0, b1, cols); break;
+            CALL(1) CALL(2) CALL(3) CALL(4) CALL(5) CALL(6)
+#undef CALL
+        }
+    }
+}
+
+static void gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
+    int panels = dmt_panels_of(lin->out, P);
+    if (threads > panels) threads = panels;
+    product pr = {.y = y, .x = x, .ldy = ldy, .ldx = ldx, .n = n, .lin = lin};
+    /* one thread runs the loop plainly: an OpenMP region, even an if(0) one, costs a
+     * team set-up per product */
+    if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int p = 0; p < panels; p++) panel_f32(&pr, p);
+    } else {
+        for (int p = 0; p < panels; p++) panel_f32(&pr, p);
+    }
+}
+
+/* rows (<= MR_I8) quantised x rows (quads of signed bytes) against one int8 panel. */
+__attribute__((always_inline)) static inline void block_i8(float *y, int ldy, const uint32_t *xq, int quads,
+                                                           const float *xs, const int rows, const int8_t *panel,
+                                                           __m256 s0, __m256 s1, __m256 b0, __m256 b1, int cols) {
+    __m256i acc[MR_I8][2];
+    const __m256i ones = _mm256_set1_epi16(1);
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_I8; i++)
+        if (i < rows) acc[i][0] = acc[i][1] = _mm256_setzero_si256();
+    for (int q = 0; q < quads; q++) {
+        __m256i w0 = _mm256_load_si256((const __m256i *)(panel + (size_t)q * P * 4));
+        __m256i w1 = _mm256_load_si256((const __m256i *)(panel + (size_t)q * P * 4 + 32));
+#pragma GCC unroll 4
+        for (int i = 0; i < MR_I8; i++)
+            if (i < rows) {
+                __m256i a = _mm256_set1_epi32((int)xq[(size_t)i * quads + q]), ua = _mm256_abs_epi8(a);
+                __m256i t0 = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(w0, a));
+                __m256i t1 = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(w1, a));
+                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(t0, ones));
+                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(t1, ones));
+            }
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < MR_I8; i++)
+        if (i < rows) {
+            __m256 sa = _mm256_set1_ps(xs[i]);
+            store16(y + (size_t)i * ldy, cols,
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][0]), _mm256_mul_ps(sa, s0), b0),
+                    _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[i][1]), _mm256_mul_ps(sa, s1), b1));
+        }
+}
+
+typedef struct {
+    float *y;
+    const uint32_t *xq;
+    const float *xs;
+    int ldy, n;
+    const dmt_linear *lin;
+} product_i8;
+
+static void panel_i8(const product_i8 *pr, int p) {
+    const dmt_linear *lin = pr->lin;
+    int j = p * P, cols = lin->out - j < P ? lin->out - j : P, quads = dmt_quads_of(lin->in);
+    __m256 b0, b1;
+    bias16(lin, j, cols, &b0, &b1);
+    const float *ws = dmt_i8_scales(lin, P) + j;
+    __m256 s0 = _mm256_loadu_ps(ws), s1 = _mm256_loadu_ps(ws + 8);
+    const int8_t *panel = (const int8_t *)lin->packed + (size_t)p * P * quads * 4;
+    for (int i = 0; i < pr->n; i += MR_I8) {
+        float *yi = pr->y + (size_t)i * pr->ldy + j;
+        const uint32_t *xi = pr->xq + (size_t)i * quads;
+        switch (pr->n - i < MR_I8 ? pr->n - i : MR_I8) {
+#define CALL(R) case R: block_i8(yi, pr->ldy, xi, quads, pr->xs + i, R, panel, s0, s1, b0, b1, cols); break;
+            CALL(1) CALL(2) CALL(3) CALL(4)
+#undef CALL
+        }
+    }
+}
+
+void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
+    int panels = dmt_panels_of(lin->out, P), quads = dmt_quads_of(lin->in);
+    if (threads > panels) threads = panels;
+    uint32_t xq[DMT_XBUF_BYTES / 4];
+    float xs[DMT_XBUF_ROWS];
+    int chunk = DMT_XBUF_BYTES / (quads * 4);
+    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
+    if (chunk > MR_I8) chunk -= chunk % MR_I8;
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int rows = n - i0 < chunk ? n - i0 : chunk;
+        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 0);
+        product_i8 pr = {.y = y + (size_t)i0 * ldy, .xq = xq, .xs = xs, .ldy = ldy, .n = rows, .lin = lin};
+        if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+            for (int p = 0; p < panels; p++) panel_i8(&pr, p);
+        } else {
+            for (int p = 0; p < panels; p++) panel_i8(&pr, p);
+        }
+    }
+}
+
+#pragma GCC pop_options
+
+const dmt_kernels dmt_kernels_avx2 = {
+    .isa = DMT_ISA_AVX2,
+    .name = "avx2",
+    .panel_f32 = P,
+    .panel_i8 = P,
+    .i8_offset = 0,
+    .gemm_f32 = gemm_f32_avx2,
+    .gemm_bf16 = NULL,
+    .gemm_i8 = dmt_gemm_i8_avx2,
+    .softmax = softmax_avx2,
+    .log_softmax = log_softmax_avx2,
+    .norm_row = norm_row_avx2,
+    .attend_row = attend_row_avx2,
+    .f16_to_f32_n = f16_to_f32_n_avx2,
+    .bf16_to_f32_n = bf16_to_f32_n_avx2,
+};
+
+#endif

@@ -1,0 +1,288 @@
+/* kernels_avx512.c — the avx512, avx512vnni and avx512bf16 levels (kernels.h).
+ *
+ * Panels of 32 output columns (two zmm); 12 x rows against one panel keep 24
+ * accumulators in registers while the panel stays in L1.
+ *   F32 (AVX-512F): sgemm's results up to summation order.
+ *   BF16 (vdpbf16ps, `--precision bf16`): weights and activations rounded to
+ *     bfloat16, pairs of inputs multiplied and summed in F32.
+ *   int8 (vpdpbusd, AVX-512 VNNI): unsigned activation bytes times signed weight
+ *     bytes, four at a time into int32. Activations are quantised to [-127, 127] and
+ *     stored + 128 as unsigned bytes; the accumulators start at -128 x the column's
+ *     weight sum (stored with the panels), so they end at the exact signed product.
+ */
+#include "model/kernels/internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#ifdef DMT_KERNELS_X86
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma")
+
+#define K(name) name##_avx512
+#include "model/kernels/portable.inc"
+
+#define P 32  /* output columns a panel */
+#define MR 12 /* x rows a block: 12 x 2 accumulators + 2 weight vectors + 1 broadcast <= 32 zmm */
+
+#define CASES(CALL) \
+    CALL(1) CALL(2) CALL(3) CALL(4) CALL(5) CALL(6) CALL(7) CALL(8) CALL(9) CALL(10) CALL(11) CALL(12)
+
+/* Store masks for the two 16-column halves of panel p (its live columns) and the
+ * bias there, the accumulators' starting values. */
+static void panel_start(const dmt_linear *lin, int p, __mmask16 *m0, __mmask16 *m1, __m512 *b0, __m512 *b1) {
+    int j = p * P, cols = lin->out - j < P ? lin->out - j : P;
+    *m0 = cols >= 16 ? 0xffff : (__mmask16)((1u << cols) - 1);
+    *m1 = cols >= 32 ? 0xffff : cols <= 16 ? 0 : (__mmask16)((1u << (cols - 16)) - 1);
+    *b0 = lin->bias ? _mm512_maskz_loadu_ps(*m0, lin->bias + j) : _mm512_setzero_ps();
+    *b1 = lin->bias ? _mm512_maskz_loadu_ps(*m1, lin->bias + j + 16) : _mm512_setzero_ps();
+}
+
+/* rows (<= MR, a compile-time constant after inlining) x rows against one F32 panel. */
+__attribute__((always_inline)) static inline void block_f32(float *y, int ldy, const float *x, int ldx, const int rows,
+                                                            const float *panel, int in, __m512 b0, __m512 b1,
+                                                            __mmask16 m0, __mmask16 m1) {
+    __m512 acc[MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < rows) acc[i][0] = b0, acc[i][1] = b1;
+    for (int k = 0; k < in; k++) {
+        __m512 w0 = _mm512_load_ps(panel + (size_t)k * P), w1 = _mm512_load_ps(panel + (size_t)k * P + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++)
+            if (i < rows) {
+                __m512 a = _mm512_set1_ps(x[(size_t)i * ldx + k]);
+                acc[i][0] = _mm512_fmadd_ps(a, w0, acc[i][0]);
+                acc[i][1] = _mm512_fmadd_ps(a, w1, acc[i][1]);
+            }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < rows) {
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy, m0, acc[i][0]);
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy + 16, m1, acc[i][1]);
+        }
+}
+
+/* One product's operands. The panel functions take at most six arguments, all in
+ * registers: with one on the stack, GCC's realigned AVX-512 frame needs a DWARF
+ * expression perf cannot unwind through (bench/profile.py would lose the caller). */
+typedef struct {
+    float *y;
+    const void *x;     /* F32 rows, or converted rows (bfloat16 pairs, int8 quads) */
+    const float *xs;   /* int8: the rows' scales */
+    int ldy, ldx, n;   /* ldx in elements of x's type */
+    const dmt_linear *lin;
+} product;
+
+/* One panel against rows [0, n) of x; every panel is independent (the parallel unit). */
+static void panel_f32(const product *pr, int p) {
+    const dmt_linear *lin = pr->lin;
+    int j = p * P;
+    __mmask16 m0, m1;
+    __m512 b0, b1;
+    panel_start(lin, p, &m0, &m1, &b0, &b1);
+    const float *panel = (const float *)lin->packed + (size_t)p * P * lin->in;
+    for (int i = 0; i < pr->n; i += MR) {
+        float *yi = pr->y + (size_t)i * pr->ldy + j;
+        const float *xi = (const float *)pr->x + (size_t)i * pr->ldx;
+        switch (pr->n - i < MR ? pr->n - i : MR) {
+#define CALL(R) case R: block_f32(yi, pr->ldy, xi, pr->ldx, R, panel, lin->in, b0, b1, m0, m1); break;
+            CASES(CALL)
+#undef CALL
+        }
+    }
+}
+
+/* Runs one of the panel functions over every panel, on `threads` OpenMP threads. One
+ * thread runs the loop plainly: an OpenMP region, even an if(0) one, costs a team
+ * set-up per product. */
+static void all_panels(void (*fn)(const product *, int), const product *pr, int threads) {
+    int panels = dmt_panels_of(pr->lin->out, P);
+    if (threads > panels) threads = panels;
+    if (threads > 1) {
+#pragma omp parallel for schedule(static) num_threads(threads)
+        for (int p = 0; p < panels; p++) fn(pr, p);
+    } else {
+        for (int p = 0; p < panels; p++) fn(pr, p);
+    }
+}
+
+static void gemm_f32_avx512(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
+    product pr = {.y = y, .x = x, .ldy = ldy, .ldx = ldx, .n = n, .lin = lin};
+    all_panels(panel_f32, &pr, threads);
+}
+
+/* ---- BF16 ------------------------------------------------------------------------- */
+
+/* float -> bfloat16, round to nearest even (weights and activations are finite) */
+static uint16_t to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    u += 0x7fff + ((u >> 16) & 1);
+    return (uint16_t)(u >> 16);
+}
+
+__attribute__((always_inline, target("avx512bf16"))) static inline void
+block_bf16(float *y, int ldy, const uint32_t *xb, int ldxb, const int rows, const uint16_t *panel, int pairs,
+           __m512 b0, __m512 b1, __mmask16 m0, __mmask16 m1) {
+    __m512 acc[MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < rows) acc[i][0] = b0, acc[i][1] = b1;
+    for (int q = 0; q < pairs; q++) {
+        __m512bh w0 = (__m512bh)_mm512_load_si512(panel + (size_t)q * 2 * P);
+        __m512bh w1 = (__m512bh)_mm512_load_si512(panel + (size_t)q * 2 * P + P);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++)
+            if (i < rows) {
+                __m512bh a = (__m512bh)_mm512_set1_epi32((int)xb[(size_t)i * ldxb + q]);
+                acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, w0);
+                acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, w1);
+            }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < rows) {
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy, m0, acc[i][0]);
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy + 16, m1, acc[i][1]);
+        }
+}
+
+__attribute__((target("avx512bf16"))) static void panel_bf16(const product *pr, int p) {
+    const dmt_linear *lin = pr->lin;
+    int j = p * P, pairs = (lin->in + 1) / 2;
+    __mmask16 m0, m1;
+    __m512 b0, b1;
+    panel_start(lin, p, &m0, &m1, &b0, &b1);
+    const uint16_t *panel = (const uint16_t *)lin->packed + (size_t)p * P * pairs * 2;
+    for (int i = 0; i < pr->n; i += MR) {
+        float *yi = pr->y + (size_t)i * pr->ldy + j;
+        const uint32_t *xi = (const uint32_t *)pr->x + (size_t)i * pairs;
+        switch (pr->n - i < MR ? pr->n - i : MR) {
+#define CALL(R) case R: block_bf16(yi, pr->ldy, xi, pairs, R, panel, pairs, b0, b1, m0, m1); break;
+            CASES(CALL)
+#undef CALL
+        }
+    }
+}
+
+/* x rows as bfloat16 pairs, zero-padded to an even length. */
+__attribute__((target("avx512bf16"))) static void rows_to_bf16(uint32_t *dst, const float *x, int ldx, int n, int in) {
+    int pairs = (in + 1) / 2;
+    for (int i = 0; i < n; i++) {
+        const float *src = x + (size_t)i * ldx;
+        uint16_t *d = (uint16_t *)(dst + (size_t)i * pairs);
+        int k = 0;
+        for (; k + 32 <= in; k += 32) /* cvtne2ps puts its second operand in the low half */
+            _mm512_storeu_si512(d + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16),
+                                                                    _mm512_loadu_ps(src + k)));
+        for (; k < in; k++) d[k] = to_bf16(src[k]);
+        if (in & 1) d[in] = 0;
+    }
+}
+
+__attribute__((noinline, target("avx512bf16"))) static void gemm_bf16_avx512(float *y, int ldy, const float *x,
+                                                                            int ldx, int n, const dmt_linear *lin,
+                                                                            int threads) {
+    uint32_t xb[DMT_XBUF_BYTES / 4];
+    int pairs = (lin->in + 1) / 2, chunk = (DMT_XBUF_BYTES / 4) / pairs;
+    if (chunk > MR) chunk -= chunk % MR;
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int rows = n - i0 < chunk ? n - i0 : chunk;
+        rows_to_bf16(xb, x + (size_t)i0 * ldx, ldx, rows, lin->in);
+        product pr = {.y = y + (size_t)i0 * ldy, .x = xb, .ldy = ldy, .ldx = pairs, .n = rows, .lin = lin};
+        all_panels(panel_bf16, &pr, threads);
+    }
+}
+
+/* ---- int8 (VNNI) ------------------------------------------------------------------ */
+
+__attribute__((always_inline, target("avx512vnni"))) static inline void
+block_i8(float *y, int ldy, const uint32_t *xq, int quads, const float *xs, const int rows, const int8_t *panel,
+         __m512i c0, __m512i c1, __m512 s0, __m512 s1, __m512 b0, __m512 b1, __mmask16 m0, __mmask16 m1) {
+    __m512i acc[MR][2];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < rows) acc[i][0] = c0, acc[i][1] = c1;
+    for (int q = 0; q < quads; q++) {
+        __m512i w0 = _mm512_load_si512(panel + (size_t)q * P * 4);
+        __m512i w1 = _mm512_load_si512(panel + (size_t)q * P * 4 + 64);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; i++)
+            if (i < rows) {
+                __m512i a = _mm512_set1_epi32((int)xq[(size_t)i * quads + q]);
+                acc[i][0] = _mm512_dpbusd_epi32(acc[i][0], a, w0);
+                acc[i][1] = _mm512_dpbusd_epi32(acc[i][1], a, w1);
+            }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; i++)
+        if (i < rows) {
+            __m512 sa = _mm512_set1_ps(xs[i]);
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy, m0,
+                                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][0]), _mm512_mul_ps(sa, s0), b0));
+            _mm512_mask_storeu_ps(y + (size_t)i * ldy + 16, m1,
+                                  _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[i][1]), _mm512_mul_ps(sa, s1), b1));
+        }
+}
+
+__attribute__((target("avx512vnni"))) static void panel_i8(const product *pr, int p) {
+    const dmt_linear *lin = pr->lin;
+    int j = p * P, quads = dmt_quads_of(lin->in);
+    __mmask16 m0, m1;
+    __m512 b0, b1;
+    panel_start(lin, p, &m0, &m1, &b0, &b1);
+    const int32_t *comp = dmt_i8_comp(lin, P) + j;
+    const float *ws = dmt_i8_scales(lin, P) + j;
+    __m512i c0 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(comp));
+    __m512i c1 = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_loadu_si512(comp + 16));
+    __m512 s0 = _mm512_loadu_ps(ws), s1 = _mm512_loadu_ps(ws + 16);
+    const int8_t *panel = (const int8_t *)lin->packed + (size_t)p * P * quads * 4;
+    for (int i = 0; i < pr->n; i += MR) {
+        float *yi = pr->y + (size_t)i * pr->ldy + j;
+        const uint32_t *xi = (const uint32_t *)pr->x + (size_t)i * quads;
+        switch (pr->n - i < MR ? pr->n - i : MR) {
+#define CALL(R) case R: block_i8(yi, pr->ldy, xi, quads, pr->xs + i, R, panel, c0, c1, s0, s1, b0, b1, m0, m1); break;
+            CASES(CALL)
+#undef CALL
+        }
+    }
+}
+
+__attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const float *x, int ldx, int n,
+                                                   const dmt_linear *lin, int threads) {
+    uint32_t xq[DMT_XBUF_BYTES / 4];
+    float xs[DMT_XBUF_ROWS];
+    int quads = dmt_quads_of(lin->in), chunk = (DMT_XBUF_BYTES / 4) / quads;
+    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
+    if (chunk > MR) chunk -= chunk % MR;
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int rows = n - i0 < chunk ? n - i0 : chunk;
+        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1);
+        product pr = {.y = y + (size_t)i0 * ldy, .x = xq, .xs = xs, .ldy = ldy, .ldx = quads, .n = rows, .lin = lin};
+        all_panels(panel_i8, &pr, threads);
+    }
+}
+
+#pragma GCC pop_options
+
+#define AVX512_COMMON                                                                                                \
+    .panel_f32 = P, .gemm_f32 = gemm_f32_avx512, .softmax = softmax_avx512, .log_softmax = log_softmax_avx512,   \
+    .norm_row = norm_row_avx512, .attend_row = attend_row_avx512, .f16_to_f32_n = f16_to_f32_n_avx512,             \
+    .bf16_to_f32_n = bf16_to_f32_n_avx512
+
+/* without VNNI, int8 runs the AVX2 kernel (its panels are 16 columns wide) */
+const dmt_kernels dmt_kernels_avx512 = {.isa = DMT_ISA_AVX512, .name = "avx512", AVX512_COMMON,
+                                        .panel_i8 = 16, .i8_offset = 0, .gemm_i8 = dmt_gemm_i8_avx2};
+const dmt_kernels dmt_kernels_avx512vnni = {.isa = DMT_ISA_AVX512VNNI, .name = "avx512vnni", AVX512_COMMON,
+                                            .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni};
+const dmt_kernels dmt_kernels_avx512bf16 = {.isa = DMT_ISA_AVX512BF16, .name = "avx512bf16", AVX512_COMMON,
+                                            .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni,
+                                            .gemm_bf16 = gemm_bf16_avx512};
+
+#endif
