@@ -387,6 +387,34 @@ static void fill_feed(search *S, int n_act, int s, int cur) {
     }
 }
 
+/* Drops the active sentences the control cancels, before a decoder step: their
+ * rows leave the KV cache (dmt_decode_reorder) and the others move down in place
+ * (a kept row only ever moves to a lower index). The new active count. */
+static int drop_cancelled(search *S, dmt_state *st, int n_act, int cur, dmt_nbest *out) {
+    const dmt_beam_control *ctl = S->o.control;
+    if (!ctl || !ctl->cancelled) return n_act;
+    int na = 0, w = S->width;
+    size_t L = (size_t)S->L;
+    for (int a = 0; a < n_act; a++) {
+        int i = S->active[a];
+        if (ctl->cancelled(ctl->arg, i)) {
+            dmt_nbest_clear(&out[i]);
+            continue;
+        }
+        for (int j = 0; j < w; j++) {
+            size_t from = (size_t)a * w + j, to = (size_t)na * w + j;
+            S->parent[to] = (int)from;
+            if (to != from) {
+                memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
+                S->cum[cur][to] = S->cum[cur][from];
+            }
+        }
+        S->active[na++] = i;
+    }
+    if (na < n_act && na > 0) dmt_decode_reorder(st, na * w, S->parent);
+    return na;
+}
+
 int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *src_len, const int *forced,
                     const dmt_beam_options *opt, dmt_nbest *out, char *err, size_t errlen) {
     const dmt_model *m = NULL;
@@ -417,6 +445,7 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
     if (dmt_decode_begin(st, n, S.parent, n * k, steps, err, errlen)) goto done;
     int cur = 0, n_act = n;
     for (int s = 0; n_act > 0; s++) {
+        if ((n_act = drop_cancelled(&S, st, n_act, cur, out)) == 0) break;
         fill_feed(&S, n_act, s, cur);
         if (dmt_decode_step(st, S.feed, S.lp)) {
             snprintf(err, errlen, "beam search: decoder step %d failed", s);
@@ -436,8 +465,12 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
                 S.active[na++] = i;
                 continue;
             }
-            if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) finish_sentence(&S, i, &out[i]);
-            else S.active[na++] = i;
+            if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) {
+                finish_sentence(&S, i, &out[i]);
+                if (opt->control && opt->control->finished) opt->control->finished(opt->control->arg, i);
+            } else {
+                S.active[na++] = i;
+            }
         }
         if (na > 0) dmt_decode_reorder(st, na * w_out, S.parent);
         S.width = w_out;

@@ -46,6 +46,21 @@
 #define DMT_BEAM_MAX_SIZE 64 /* largest beam_size accepted */
 #define DMT_REPEAT_MAX_UNIT 8 /* longest repeated unit the repetition guard looks for */
 
+/* Hooks into a running search, for a caller that serves many clients (the
+ * server's scheduler): sentences can leave the batch between decoder steps, and
+ * each result is announced as soon as it is final. Not a decoding option: it never
+ * changes a translation. */
+typedef struct {
+    /* Polled before each decoder step for every sentence still decoding; nonzero
+     * drops sentence i from the batch at once: its rows leave the decoder and out[i]
+     * is left empty (n = 0). May be NULL. */
+    int (*cancelled)(void *arg, int i);
+    /* out[i] is final (once per sentence that finished, in finishing order; never
+     * for a cancelled one). Runs on the searching thread. May be NULL. */
+    void (*finished)(void *arg, int i);
+    void *arg;
+} dmt_beam_control;
+
 typedef struct {
     int beam_size;            /* k >= 1; 1 is greedy */
     float length_penalty;     /* exponent of the length normalisation, in [-10, 10] (0: none) */
@@ -55,6 +70,7 @@ typedef struct {
     int nbest;                /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
     int no_repeat_ngram_size; /* 0 = off; else no n-gram of this size appears twice */
     int max_repeats;          /* repetition guard (see above); 0 = off */
+    const dmt_beam_control *control; /* NULL: none (see above; not compared as an option) */
 } dmt_beam_options;
 
 /* The decoding defaults of config.json's "decoding" (nbest 1). */

@@ -321,6 +321,60 @@ static void single_vs_batch_test(const dmt_model *m, dmt_state *s) {
           "%d differ without a near-tie (largest gap %.2e)", total - agree - explained, worst_gap);
 }
 
+/* The control hooks: sentences cancelled between steps leave the batch (empty
+ * output, no finished call); the others give what they give without the hooks,
+ * each announced exactly once. */
+typedef struct {
+    int polls[32], cancel_at[32], was_cancelled[32], finished[32];
+} control_log;
+
+static int log_cancelled(void *arg, int i) {
+    control_log *l = arg;
+    if (++l->polls[i] < l->cancel_at[i] || l->cancel_at[i] == 0) return 0;
+    l->was_cancelled[i] = 1;
+    return 1;
+}
+
+static void log_finished(void *arg, int i) { ((control_log *)arg)->finished[i]++; }
+
+static void control_test(const dmt_model *m, dmt_state *s) {
+    enum { B = 24 };
+    dmt_beam_options o = dmt_beam_options_default(&m->cfg);
+    o.beam_size = 4;
+    o.nbest = 2;
+    char err[256];
+    dmt_nbest plain[B], ctl[B];
+    batch b;
+    random_batch(&b, B, &m->cfg, 40);
+    int ok = run(s, &b, &o, plain, err, sizeof err) == 0;
+    control_log log = {0};
+    for (int i = 0; i < B; i++) log.cancel_at[i] = i % 3 == 1 ? 1 + i / 3 : i == 0 ? 1 : 0; /* 0: never */
+    dmt_beam_control c = {log_cancelled, log_finished, &log};
+    dmt_beam_options oc = o;
+    oc.control = &c;
+    ok = ok && run(s, &b, &oc, ctl, err, sizeof err) == 0;
+    int cancelled = 0, bad = 0, explained = 0;
+    for (int i = 0; ok && i < B; i++) {
+        if (log.was_cancelled[i]) {
+            cancelled++;
+            bad += ctl[i].n != 0 || log.finished[i] != 0;
+        } else if (log.finished[i] != 1) {
+            bad++;
+        } else if (!same_nbest(&plain[i], &ctl[i])) {
+            if (fminf(plain[i].min_gap, ctl[i].min_gap) < 1e-4) explained++;
+            else bad++;
+        }
+    }
+    CHECK(ok && cancelled >= 2 && bad == 0,
+          "control: cancelled sentences leave the batch (empty), the rest are unchanged and announced once",
+          "%s; %d cancelled, %d wrong, %d near-tie differences", err, cancelled, bad, explained);
+    if (ok) {
+        clear_all(plain, B);
+        clear_all(ctl, B);
+    }
+    batch_free(&b);
+}
+
 static int has_repeated_ngram(const dmt_hypothesis *h, int n) {
     for (int a = 0; a + n <= h->n_tokens; a++)
         for (int b = a + 1; b + n <= h->n_tokens; b++)
@@ -675,6 +729,7 @@ int main(void) {
         property_tests(m, s);
         repeat_guard_tests(m, s);
         single_vs_batch_test(m, s);
+        control_test(m, s);
         dmt_state_free(s);
         dmt_model_free(m);
     }
