@@ -106,6 +106,7 @@ void dmt_server_usage(FILE *f) {
         snprintf(left, sizeof left, "--%s %s", options[i].flag, options[i].arg);
         fprintf(f, "  %-30s %s\n  %-30s   env %s\n", left, options[i].help, "", env);
     }
+    fprintf(f, "  %-30s %s\n", "-m DIR", "the same as --model DIR (as in deepmt translate)");
     fprintf(f, "  %-30s %s\n", "-h, --help", "this help");
 }
 
@@ -249,6 +250,15 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             dmt_server_usage(stdout);
             return 1;
+        }
+        if (!strcmp(arg, "-m") || !strncmp(arg, "-m=", 3)) { /* as in deepmt translate */
+            const char *v = arg[2] == '=' ? arg + 3 : a + 1 < argc ? argv[++a] : NULL;
+            if (!v) {
+                snprintf(err, errlen, "-m needs a value");
+                return -1;
+            }
+            if (set_option(c, &options[0], v, "-m", 0, err, errlen)) return -1;
+            continue;
         }
         if (strncmp(arg, "--", 2)) {
             snprintf(err, errlen, "unexpected argument '%s' (see deepmt serve --help)", arg);
