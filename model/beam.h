@@ -104,4 +104,33 @@ int dmt_beam_search(dmt_state *s, int n, const int32_t *const *src, const int *s
 
 void dmt_nbest_clear(dmt_nbest *nb);
 
+/* ---- a beam session: iteration-level (continuous) batching ----
+ * The same search, one decoder step at a time over a set of sentences that changes
+ * between steps: sentences join (their encoder pass runs and their cross-attention
+ * K/V and cache slots join the batch: forward.h "continuous decoding") while others
+ * decode, and leave as soon as they are final or cancelled. A sentence's result is
+ * the one dmt_beam_search gives it (up to rounding in a different batch). All
+ * sentences of a session share its options. */
+typedef struct dmt_beam_session dmt_beam_session;
+
+/* A session on state st (which it then uses alone) for at most max_sentences
+ * sentences at once. NULL with a message on bad options or out of memory. */
+dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *opt, int max_sentences, char *err,
+                                       size_t errlen);
+void dmt_beam_session_free(dmt_beam_session *b);
+/* Adds n sentences (as dmt_beam_search's src, src_len, forced), tagged tags[i] by
+ * the caller. At most dmt_beam_session_room. 0, or -1 with a message (nothing added). */
+int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src, const int *src_len,
+                           const int *forced, const int *tags, char *err, size_t errlen);
+/* Drops cancelled sentences, then runs one decoder step for every sentence decoding.
+ * 0, or -1 with a message (the session is then unusable: free it). */
+int dmt_beam_session_step(dmt_beam_session *b, char *err, size_t errlen);
+/* Takes one finished sentence: 1 with *tag and *out set (out owned by the caller:
+ * dmt_nbest_clear), 0 when none is waiting. */
+int dmt_beam_session_take(dmt_beam_session *b, int *tag, dmt_nbest *out);
+/* The sentence tagged tag leaves at the next step, without a result. */
+void dmt_beam_session_cancel(dmt_beam_session *b, int tag);
+int dmt_beam_session_active(const dmt_beam_session *b); /* sentences decoding */
+int dmt_beam_session_room(const dmt_beam_session *b);   /* sentences it can still admit */
+
 #endif
