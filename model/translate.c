@@ -57,6 +57,28 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     return 0;
 }
 
+int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, char *err, size_t errlen) {
+    int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), err, errlen);
+    if (k <= 0) return k;
+    for (int t = 0; t < k; t++)
+        if (is_language_id(m, ids[t])) ids[t] = m->cfg.unk_id;
+    ids[k] = m->cfg.eos_id;
+    return k + 1;
+}
+
+int dmt_translate_decode(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o) {
+    if (!nb) {
+        if (empty_translation(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+        return 0;
+    }
+    if (detokenize(m, nb, o)) {
+        dmt_translate_output_clear(o);
+        if (!o->error[0]) snprintf(o->error, sizeof o->error, "detokenization failed");
+        return -1;
+    }
+    return 0;
+}
+
 /* The caller's dmt_beam_control, seen through the beam search's sentence numbers
  * (only the sentences that tokenized cleanly reach the search): a finished sentence
  * is detokenized at once, so the caller may use out[i] from its finished hook. */

@@ -39,6 +39,9 @@ static const option options[] = {
     {"max-batch-tokens", OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",
      "padded source tokens in one batch (estimated) [4096]"},
     {"max-wait-ms", OPT_INT, F(max_wait_ms), 0, 0, 10000, "MS", "how long a batch waits to fill up [5]"},
+    {"batching", OPT_CHOICE, F(batching), 0, 0, 0, "whole|continuous",
+     "continuous: sentences join and leave a worker's running batch between decoder steps; whole: a batch "
+     "runs to its end before the next one starts [continuous]"},
     {"max-batch-cost", OPT_LONG, F(max_batch_cost), 0, 0, 1L << 40, "N",
      "summed sentence costs in one batch, a cost being beam x (source + expected output pieces); "
      "a sentence over it gets 413 (0: auto, the largest one sentence can cost, at least 16384) [0]"},
@@ -75,6 +78,7 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->max_batch_tokens = 4096;
     c->max_wait_ms = 5;
     c->max_request_cost = 1000000;
+    c->batching = 1;
     c->max_body_bytes = 1 << 20;
     c->max_chars = 20000;
     c->max_sentences = 512;

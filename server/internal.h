@@ -80,6 +80,7 @@ typedef struct {
     int precision;             /* dmt_precision of the model's products */
     long max_batch_cost;       /* summed policy costs in one batch (policy.h) */
     long max_request_cost;     /* of one request; 0 = no limit */
+    int continuous;            /* iteration-level batching (a beam session a worker); 0: whole batches */
 } dmt_scheduler_options;
 
 typedef struct dmt_scheduler dmt_scheduler;

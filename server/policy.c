@@ -114,21 +114,24 @@ static void drop(dmt_policy *p, int i) {
 }
 
 int dmt_policy_take(dmt_policy *p, int limit, dmt_policy_pick *out) {
+    if (limit > p->lim.max_batch_sentences || limit < 1) limit = p->lim.max_batch_sentences;
+    return dmt_policy_take_more(p, NULL, 0, limit, out);
+}
+
+int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int limit, dmt_policy_pick *out) {
     const dmt_policy_limits *lim = &p->lim;
-    if (limit > lim->max_batch_sentences || limit < 1) limit = lim->max_batch_sentences;
-    const void *key = NULL;
-    long cost = 0;
-    int n = 0, longest = 0;
+    long cost = cost_used;
+    int n = 0, longest = 0, running = key != NULL || cost_used > 0;
     while (n < limit) {
         int best = -1;
         for (int i = 0; i < p->n; i++) {
             const entry *e = &p->e[i];
             long c = e->r.cost[e->next];
             int t = e->r.tokens[e->next], l = t > longest ? t : longest;
-            if (n > 0) { /* the first pick always fits: dmt_policy_check refused what cannot */
-                if (!same(p, key, e->r.key)) continue;
+            if (key && !same(p, key, e->r.key)) continue;
+            if (n > 0 || running) { /* a first pick alone always fits: dmt_policy_check refused what cannot */
                 if (lim->max_batch_cost > 0 && cost + c > lim->max_batch_cost) continue;
-                if (lim->max_batch_tokens > 0 && (long)l * (n + 1) > lim->max_batch_tokens) continue;
+                if (n > 0 && lim->max_batch_tokens > 0 && (long)l * (n + 1) > lim->max_batch_tokens) continue;
             }
             if (best < 0 || e->service < p->e[best].service ||
                 (e->service == p->e[best].service && e->seq < p->e[best].seq))

@@ -74,6 +74,12 @@ typedef struct {
  * all its sentences are picked. */
 int dmt_policy_take(dmt_policy *p, int limit, dmt_policy_pick *out);
 
+/* The same, adding to a batch that is already running (continuous batching): only
+ * requests whose key equals key (NULL: any, the first pick decides), within the
+ * batch cost left after cost_used, and at most limit sentences. With nothing
+ * running (key NULL, cost_used 0) it is dmt_policy_take. */
+int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int limit, dmt_policy_pick *out);
+
 /* Removes the requests not started by their deadline (deadline < now); their owners
  * go to out (at most cap); the count. */
 int dmt_policy_expire(dmt_policy *p, double now, void **out, int cap);

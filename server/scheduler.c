@@ -383,8 +383,282 @@ static void sort_batch(dmt_job **batch, int n) {
     }
 }
 
+/* ------------------------------------------------- continuous batching -- */
+
+/* A worker's running beam sessions, one per set of decoding options (a session
+ * shares its beam size and options across its sentences): which job each sentence
+ * is, and its cost. Each session decodes on its own dmt_state. */
+#define MAX_SESSIONS 4
+
+typedef struct {
+    dmt_beam_session *ses;
+    dmt_state *state;
+    dmt_beam_options opt;      /* the session's options (the policy key) */
+    dmt_job **job;             /* [cap] by tag; NULL: free */
+    long *cost;
+    int cap, n;
+    long cost_sum;
+    double vt;                 /* worker time its steps have taken (sessions share the worker fairly) */
+} running;
+
+typedef struct {
+    worker *wk;
+    running run[MAX_SESSIONS];
+    int cap, n;                /* sentences in all sessions, at most cap */
+    long cost_sum;
+    int32_t *ids;              /* [cap][max source + 1] token buffers for an admission */
+} sessions;
+
+static void running_remove(sessions *all, running *r, int tag) {
+    r->cost_sum -= r->cost[tag];
+    all->cost_sum -= r->cost[tag];
+    r->job[tag] = NULL;
+    r->n--;
+    all->n--;
+}
+
+/* The session for options o: the one running them, else an empty one (set up for
+ * them); NULL when every session is busy with other options. */
+static running *session_for(sessions *all, const dmt_beam_options *o, char *err, size_t errlen) {
+    running *empty = NULL;
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        running *r = &all->run[i];
+        if (r->n > 0 && same_options(&r->opt, o)) return r;
+        if (r->n == 0 && !empty) empty = r;
+    }
+    for (int i = 0; i < MAX_SESSIONS; i++) /* an idle session already set up for o */
+        if (all->run[i].n == 0 && all->run[i].ses && same_options(&all->run[i].opt, o)) return &all->run[i];
+    if (!empty) return NULL;
+    dmt_scheduler *s = all->wk->s;
+    if (!empty->state && !(empty->state = dmt_state_new(s->model))) {
+        snprintf(err, errlen, "out of memory for a worker state");
+        return NULL;
+    }
+    dmt_beam_session_free(empty->ses);
+    /* start level with the least-served running session: not owed the past */
+    empty->vt = -1;
+    for (int i = 0; i < MAX_SESSIONS; i++)
+        if (all->run[i].n > 0 && (empty->vt < 0 || all->run[i].vt < empty->vt)) empty->vt = all->run[i].vt;
+    if (empty->vt < 0) empty->vt = 0;
+    empty->opt = *o;
+    empty->opt.control = NULL;
+    empty->ses = dmt_beam_session_new(empty->state, &empty->opt, empty->cap, err, errlen);
+    return empty->ses ? empty : NULL;
+}
+
+/* Tokenizes the picked jobs (all with the same options) and admits them to their
+ * session (lock not held). A job that fails to tokenize, or is empty, is finished
+ * at once. */
+static void admit(sessions *all, dmt_job **jobs, int n) {
+    dmt_scheduler *s = all->wk->s;
+    const dmt_model *m = s->model;
+    if (n <= 0) return;
+    int stride = dmt_translate_max_source_tokens(m) + 1, k = 0;
+    const int32_t *src[n];
+    int len[n], forced[n], tags[n];
+    char err[256] = "";
+    running *r = session_for(all, &jobs[0]->work->opt, err, sizeof err);
+    for (int i = 0; i < n; i++) {
+        dmt_job *j = jobs[i];
+        memset(&j->out, 0, sizeof j->out);
+        int32_t *ids = all->ids + (size_t)k * stride;
+        int got = r ? dmt_translate_encode(m, j->text, j->len, ids, j->out.error, sizeof j->out.error) : -1;
+        if (!r) snprintf(j->out.error, sizeof j->out.error, "%s", err[0] ? err : "no beam session free");
+        if (got <= 0) { /* empty ("") or failed (error set): nothing to search */
+            if (got == 0) dmt_translate_decode(m, NULL, &j->out);
+            j->internal_error = !r;
+            complete_job(s, j);
+            continue;
+        }
+        int tag = 0;
+        while (r->job[tag]) tag++; /* a free tag exists: all->n < cap */
+        r->job[tag] = j;
+        r->cost[tag] = j->work->cost[j - j->work->jobs];
+        r->cost_sum += r->cost[tag];
+        all->cost_sum += r->cost[tag];
+        r->n++;
+        all->n++;
+        j->out.src_tokens = got - 1;
+        src[k] = ids;
+        len[k] = got;
+        forced[k] = j->target_id;
+        tags[k++] = tag;
+    }
+    if (k > 0 && dmt_beam_session_admit(r->ses, k, src, len, forced, tags, err, sizeof err)) {
+        for (int i = 0; i < k; i++) {
+            dmt_job *j = r->job[tags[i]];
+            running_remove(all, r, tags[i]);
+            snprintf(j->out.error, sizeof j->out.error, "%s", err);
+            j->internal_error = 1;
+            complete_job(s, j);
+        }
+    }
+}
+
+/* One decoder step of a session, then hands out what finished and drops what was
+ * cancelled (lock not held). Returns the sentences finished. */
+static int step(sessions *all, running *r, long *src, long *gen) {
+    dmt_scheduler *s = all->wk->s;
+    for (int t = 0; t < r->cap; t++) {
+        dmt_job *j = r->job[t];
+        if (!j || !(atomic_load(&j->work->cancelled) || atomic_load(&j->work->disconnected))) continue;
+        dmt_beam_session_cancel(r->ses, t); /* it leaves at the step below; its tokens are copied */
+        running_remove(all, r, t);
+        snprintf(j->out.error, sizeof j->out.error, "cancelled");
+        complete_job(s, j);
+    }
+    char err[256];
+    int failed = dmt_beam_session_step(r->ses, err, sizeof err) != 0, done = 0, tag;
+    dmt_nbest nb;
+    while (!failed && dmt_beam_session_take(r->ses, &tag, &nb)) {
+        dmt_job *j = r->job[tag];
+        running_remove(all, r, tag);
+        dmt_translate_decode(s->model, &nb, &j->out);
+        dmt_nbest_clear(&nb);
+        if (!j->out.error[0]) {
+            *src += j->out.src_tokens;
+            *gen += j->out.out_tokens;
+        }
+        done++;
+        complete_job(s, j);
+    }
+    if (failed) { /* out of memory: fail what runs, start over with a fresh session */
+        for (int t = 0; t < r->cap; t++) {
+            dmt_job *j = r->job[t];
+            if (!j) continue;
+            running_remove(all, r, t);
+            snprintf(j->out.error, sizeof j->out.error, "%s", err);
+            j->internal_error = 1;
+            complete_job(s, j);
+        }
+        dmt_beam_session_free(r->ses);
+        r->ses = NULL;
+    }
+    return done;
+}
+
+/* Picks what joins the running sessions (lock held): first more sentences with each
+ * running session's options, then, while a session is free, sentences with other
+ * options. Shares the worker's room (sentences, cost) across its sessions. The
+ * picked jobs go to jobs[] grouped by options; group sizes to groups[]. */
+static int pick(sessions *all, int limit, dmt_policy_pick *picks, dmt_job **jobs, int *groups) {
+    dmt_scheduler *s = all->wk->s;
+    int n = 0, g = 0, busy_sessions = 0;
+    for (int i = 0; i < MAX_SESSIONS && n < limit; i++) {
+        running *r = &all->run[i];
+        if (r->n == 0) continue;
+        busy_sessions++;
+        int k = dmt_policy_take_more(s->policy, &r->opt, all->cost_sum, limit - n, picks);
+        for (int q = 0; q < k; q++) {
+            jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
+            all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index]; /* reserved; admit recounts */
+        }
+        if (k) groups[g++] = k;
+        n += k;
+    }
+    for (int free_sessions = MAX_SESSIONS - busy_sessions; free_sessions > 0 && n < limit; free_sessions--) {
+        int k = dmt_policy_take_more(s->policy, NULL, all->cost_sum, limit - n, picks);
+        if (k == 0) break;
+        for (int q = 0; q < k; q++) {
+            jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
+            all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index];
+        }
+        groups[g++] = k;
+        n += k;
+    }
+    for (int i = 0; i < n; i++) all->cost_sum -= jobs[i]->work->cost[jobs[i] - jobs[i]->work->jobs];
+    return g;
+}
+
+/* The continuous worker: between two decoder steps, sentences join the running
+ * sessions as room (sentences, cost) allows, fairly across requests (policy.h), and
+ * leave the moment they are final or cancelled. Sentences with other decoding
+ * options run in a session of their own, stepped in turn (up to MAX_SESSIONS). */
+static void continuous_main(worker *wk) {
+    dmt_scheduler *s = wk->s;
+    int cap = s->o.max_batch_sentences, done_cap = 0, stride = dmt_translate_max_source_tokens(s->model) + 1;
+    sessions all = {.wk = wk, .cap = cap};
+    int ok = 1;
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        all.run[i].cap = cap;
+        ok &= (all.run[i].job = calloc((size_t)cap, sizeof *all.run[i].job)) != NULL;
+        ok &= (all.run[i].cost = calloc((size_t)cap, sizeof *all.run[i].cost)) != NULL;
+    }
+    all.run[0].state = wk->state;
+    all.ids = malloc((size_t)cap * stride * sizeof *all.ids);
+    dmt_policy_pick *picks = calloc((size_t)cap, sizeof *picks);
+    dmt_job **jobs = calloc((size_t)cap, sizeof *jobs);
+    int groups[2 * MAX_SESSIONS];
+    dmt_work **done = NULL;
+    if (!ok || !all.ids || !picks || !jobs) abort(); /* startup */
+    long src = 0, gen = 0;
+    int finished = 0;
+    double t_steps = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (all.n == 0) {
+            while (dmt_policy_queued(s->policy) == 0 && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+            if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
+        }
+        double now = dmt_now();
+        int n_done = sweep(s, now, 0, &done, &done_cap), g = 0;
+        struct timespec until;
+        if (all.n == 0 && dmt_policy_queued(s->policy) > 0 && batch_wait(s, now, &until) && n_done == 0) {
+            pthread_cond_timedwait(&s->cv, &s->mu, &until);
+            continue;
+        }
+        int limit = cap - all.n, idle = s->o.workers - s->busy, q = dmt_policy_queued(s->policy);
+        if (all.n == 0) { /* an even share for idle workers, as in whole batches */
+            if (idle > 1 && (q + idle - 1) / idle < limit) limit = (q + idle - 1) / idle;
+        } else if (idle > 0) {
+            limit = 0; /* a busy worker leaves new work to the idle ones: it runs sooner there */
+        }
+        if (limit > 0 && dmt_policy_queued(s->policy) > 0) g = pick(&all, limit, picks, jobs, groups);
+        int was_busy = all.n > 0;
+        if (!was_busy && g > 0) s->busy++;
+        pthread_mutex_unlock(&s->mu);
+        call_done(done, n_done);
+        for (int i = 0, at = 0; i < g; at += groups[i++]) admit(&all, jobs + at, groups[i]);
+        /* step the session that has had the least worker time: a light session's
+         * cheap steps are not each held up behind a heavy session's long one */
+        running *next = NULL;
+        for (int i = 0; i < MAX_SESSIONS; i++)
+            if (all.run[i].n > 0 && (!next || all.run[i].vt < next->vt)) next = &all.run[i];
+        if (next) {
+            double t0 = dmt_now();
+            finished += step(&all, next, &src, &gen);
+            double dt = dmt_now() - t0;
+            next->vt += dt;
+            t_steps += dt;
+        }
+        if (finished > 0 && (all.n == 0 || t_steps > 0.05)) { /* metrics: sentences finished over some steps */
+            dmt_metrics_batch(s->metrics, finished, src, gen, t_steps);
+            finished = 0;
+            src = gen = 0;
+            t_steps = 0;
+        }
+        pthread_mutex_lock(&s->mu);
+        if ((was_busy || g > 0) && all.n == 0) s->busy--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        dmt_beam_session_free(all.run[i].ses);
+        if (i > 0) dmt_state_free(all.run[i].state);
+        free(all.run[i].job);
+        free(all.run[i].cost);
+    }
+    free(all.ids);
+    free(picks);
+    free(jobs);
+    free(done);
+}
+
 static void *worker_main(void *arg) {
     worker *wk = arg;
+    if (wk->s->o.continuous) {
+        continuous_main(wk);
+        return NULL;
+    }
     dmt_scheduler *s = wk->s;
     int cap = s->o.max_batch_sentences, done_cap = 0;
     dmt_job **batch = calloc((size_t)cap, sizeof *batch);

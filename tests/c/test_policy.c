@@ -164,6 +164,40 @@ static void test_keys(void) {
     dmt_policy_free(p);
 }
 
+/* Continuous batching: adding to a running batch keeps its options and the cost
+ * left; a heavy sentence that does not fit waits while a light one joins. */
+static void test_take_more(void) {
+    static req heavy, light, other;
+    int k16a = 16, k16b = 16, k4 = 4;
+    fill(&heavy, 1, 10, 16, 190);
+    fill(&light, 2, 1, 16, 10);
+    fill(&other, 3, 2, 4, 10);
+    long per = heavy.cost[0];
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 32, .max_batch_cost = 2 * per + 1000},
+                                   same_int);
+    add(p, &heavy, &k16a, 0, 0);
+    add(p, &other, &k4, 0, 0.5);
+    dmt_policy_pick b[32];
+    int n = dmt_policy_take_more(p, NULL, 0, 32, b);
+    CHECK(n == 2 && count_of(b, n, &heavy) == 2, "an empty running batch: the first pick decides, 2 heavy fit",
+          "n=%d", n);
+    add(p, &light, &k16b, 0, 1);
+    n = dmt_policy_take_more(p, &k16a, 2 * per, 32, b);
+    CHECK(n == 1 && b[0].owner == &light, "running 2 heavy: a light sentence joins, the third heavy waits",
+          "n=%d", n);
+    n = dmt_policy_take_more(p, &k16a, per, 32, b);
+    CHECK(n == 1 && b[0].owner == &heavy && b[0].index == 2, "one heavy left: the next heavy joins in order");
+    n = dmt_policy_take_more(p, &k16a, 0, 0, b);
+    CHECK(n == 0, "no room (limit 0): nothing joins");
+    n = dmt_policy_take_more(p, NULL, 2 * per, 32, b);
+    CHECK(n == 2 && count_of(b, n, &other) == 2,
+          "another session running 2 heavy (no key, cost used): only what fits the cost left", "n=%d", n);
+    add(p, &other, &k4, 0, 2);
+    n = dmt_policy_take_more(p, &k4, 0, 32, b);
+    CHECK(n == 2 && count_of(b, n, &other) == 2, "other options only join a batch of their own");
+    dmt_policy_free(p);
+}
+
 static void test_caps(void) {
     static req a;
     fill(&a, 1, 10, 4, 100);
@@ -213,6 +247,7 @@ int main(void) {
     test_round_robin();
     test_keys();
     test_caps();
+    test_take_more();
     test_deadline_cancel();
     return check_done();
 }
