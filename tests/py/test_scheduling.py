@@ -11,7 +11,8 @@ The failures a batch scheduler can show, each reproduced with the tiny random mo
     waited past --request-timeout before starting gets 503;
   - a SIGTERM drain answers what it accepted: a request whose headers were still
     arriving, and a second request on a keep-alive connection;
-  - what can never run (over --max-batch-cost or --max-request-cost) gets 413.
+  - what can never run (over --max-batch-cost or --max-request-cost) gets 413;
+  - batch invariance: 300 sentences translated under load equal each sent alone.
 """
 
 import http.client
@@ -236,6 +237,40 @@ def test_request_timeout():
         srv.stop()
 
 
+def test_batch_invariance():
+    """300 sentences of 3 to 40 words, sent by 16 concurrent clients (mixed target
+    languages and beam sizes, so sessions of several options run side by side and
+    sentences join running batches at every step), translate exactly as each
+    sentence sent alone to an idle server."""
+    srv = Server("--workers", "2", "--threads", "1")
+    try:
+        items = [(sentence(i, 3 + (i * 13) % 38), ["de", "fr", "cs"][i % 3], 4 if i % 4 else 2) for i in range(300)]
+        loaded = [None] * len(items)
+
+        def client(c):
+            for i in range(c, len(items), 16):
+                q, tgt, beam = items[i]
+                st, data = request(srv.port, "POST", "/translate",
+                                   {"q": q, "source": "en", "target": tgt, "beam_size": beam})
+                loaded[i] = (st, data)
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        diffs = []
+        for i, (q, tgt, beam) in enumerate(items):
+            st, data = request(srv.port, "POST", "/translate", {"q": q, "source": "en", "target": tgt,
+                                                                 "beam_size": beam})
+            if (st, data) != loaded[i]:
+                diffs.append((i, loaded[i], (st, data)))
+        tap.ok(all(x and x[0] == 200 for x in loaded), "batch invariance: 300 sentences under load, all 200")
+        tap.ok(not diffs, "batch invariance: each of 300 sentences under load = the same sentence alone",
+               "\n".join(f"{d[0]}: loaded {d[1]!r:.150} alone {d[2]!r:.150}" for d in diffs[:3]))
+    finally:
+        srv.stop()
+
+
 def test_limits():
     srv = Server("--max-batch-cost", "5000", "--max-request-cost", "20000")
     try:
@@ -322,7 +357,8 @@ def main():
         return tap.done()
     try:
         only = os.environ.get("ONLY")
-        for t in (test_limits, test_drain, test_heavy_and_light, test_disconnected_clients, test_request_timeout):
+        for t in (test_limits, test_drain, test_batch_invariance, test_heavy_and_light, test_disconnected_clients,
+                  test_request_timeout):
             if not only or only in t.__name__:
                 t()
     finally:
