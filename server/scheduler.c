@@ -251,9 +251,10 @@ static int drop_jobs(dmt_scheduler *s, dmt_work *w, int count, const char *msg) 
 }
 
 /* Drops what is queued for requests past their deadline before starting, whose
- * client went away, or (cancel_all) all of them (lock held). Requests thereby
- * finished go to done[]; their count. */
-static int sweep(dmt_scheduler *s, double now, int cancel_all, dmt_work ***done, int *cap) {
+ * client went away (asked with poll_clients: the watcher's job, a syscall a request),
+ * or (cancel_all) all of them (lock held). Requests thereby finished go to done[];
+ * their count. */
+static int sweep(dmt_scheduler *s, double now, int cancel_all, int poll_clients, dmt_work ***done, int *cap) {
     int n_done = 0;
     if (*cap < s->n_live) {
         dmt_work **d = realloc(*done, (size_t)s->n_live * sizeof *d);
@@ -266,7 +267,8 @@ static int sweep(dmt_scheduler *s, double now, int cancel_all, dmt_work ***done,
         if (i >= s->n_live) continue;
         dmt_work *w = s->live[i];
         if (cancel_all) atomic_store(&w->cancelled, 1);
-        else if (!atomic_load(&w->disconnected) && w->alive && !w->alive(w)) atomic_store(&w->disconnected, 1);
+        else if (poll_clients && !atomic_load(&w->disconnected) && w->alive && !w->alive(w))
+            atomic_store(&w->disconnected, 1);
         if (!atomic_load(&w->cancelled) && !atomic_load(&w->disconnected)) continue;
         int left = dmt_policy_remove(s->policy, w);
         if (drop_jobs(s, w, left, cancel_all ? "the server is shutting down" : "the client went away"))
@@ -601,7 +603,7 @@ static void continuous_main(worker *wk) {
             if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
         }
         double now = dmt_now();
-        int n_done = sweep(s, now, 0, &done, &done_cap), g = 0;
+        int n_done = sweep(s, now, 0, 0, &done, &done_cap), g = 0;
         struct timespec until;
         if (all.n == 0 && dmt_policy_queued(s->policy) > 0 && batch_wait(s, now, &until) && n_done == 0) {
             pthread_cond_timedwait(&s->cv, &s->mu, &until);
@@ -673,7 +675,7 @@ static void *worker_main(void *arg) {
         while (dmt_policy_queued(s->policy) == 0 && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
         if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
         double now = dmt_now();
-        int n_done = sweep(s, now, 0, &done, &done_cap);
+        int n_done = sweep(s, now, 0, 0, &done, &done_cap);
         struct timespec until;
         int n = 0;
         if (dmt_policy_queued(s->policy) > 0 && !batch_wait(s, now, &until)) {
@@ -720,7 +722,7 @@ static void *watcher_main(void *arg) {
     int cap = 0;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping || s->n_live > 0) {
-        int n = sweep(s, dmt_now(), 0, &done, &cap);
+        int n = sweep(s, dmt_now(), 0, 1, &done, &cap);
         if (n > 0) {
             pthread_mutex_unlock(&s->mu);
             call_done(done, n);
@@ -790,7 +792,7 @@ void dmt_scheduler_cancel(dmt_scheduler *s) {
     dmt_work **done = NULL;
     int cap = 0;
     pthread_mutex_lock(&s->mu);
-    int n = sweep(s, dmt_now(), 1, &done, &cap);
+    int n = sweep(s, dmt_now(), 1, 0, &done, &cap);
     pthread_mutex_unlock(&s->mu);
     call_done(done, n);
     free(done);
