@@ -498,6 +498,9 @@ struct dmt_beam_session {
     char *used, *cancel;
     dmt_nbest *out;    /* [cap] */
     int *done, n_done; /* finished sentences waiting to be taken */
+    int32_t *src_ids;  /* [cap][max_positions] copies of the sources (the repetition guard reads them) */
+    const int32_t **src_rows;
+    int *src_lens;     /* [cap] */
 };
 
 void dmt_beam_session_free(dmt_beam_session *b) {
@@ -509,6 +512,7 @@ void dmt_beam_session_free(dmt_beam_session *b) {
     if (b->st && dmt_cont_hyps(b->st) > 0) dmt_cont_reorder(b->st, 0, NULL);
     search_free(&b->S);
     free(b->pos); free(b->tag); free(b->src_id); free(b->used); free(b->cancel); free(b->out); free(b->done);
+    free(b->src_ids); free(b->src_rows); free(b->src_lens);
     free(b);
 }
 
@@ -556,7 +560,13 @@ dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *op
     b->cancel = calloc(n, 1);
     b->out = calloc(n, sizeof *b->out);
     b->done = calloc(n, sizeof *b->done);
-    if (!S->plen || !S->max_len || !S->prefix || !S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap ||
+    b->src_ids = calloc(n * L, sizeof *b->src_ids);
+    b->src_rows = calloc(n, sizeof *b->src_rows);
+    b->src_lens = calloc(n, sizeof *b->src_lens);
+    for (size_t i = 0; b->src_ids && b->src_rows && i < n; i++) b->src_rows[i] = b->src_ids + i * L;
+    S->src = (const int32_t *const *)b->src_rows;
+    S->src_len = b->src_lens;
+    if (!b->src_ids || !b->src_rows || !b->src_lens || !S->plen || !S->max_len || !S->prefix || !S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap ||
         !S->active || !S->feed || !S->parent || !S->lists || !S->count || !S->head || !S->merged || !S->hist[0] ||
         !S->hist[1] || !S->cum[0] || !S->cum[1] || !b->pos || !b->tag || !b->src_id || !b->used || !b->cancel ||
         !b->out || !b->done || !dmt_state_logits(st, rows * (size_t)S->V))
@@ -613,6 +623,8 @@ int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src
         S->max_len[i] = max_length(&S->o, src_len[q], S->plen[i], c->max_positions);
         S->n_pool[i] = S->n_fin[i] = 0;
         S->gap[i] = INFINITY;
+        memcpy(b->src_ids + (size_t)i * S->L, src[q], (size_t)src_len[q] * sizeof *src[q]);
+        b->src_lens[i] = src_len[q];
         *o = (dmt_nbest){0};
         o->hyps = calloc((size_t)S->o.nbest, sizeof *o->hyps);
         for (int r = 0; o->hyps && r < S->o.nbest; r++) {

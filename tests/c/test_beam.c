@@ -377,11 +377,12 @@ static void control_test(const dmt_model *m, dmt_state *s) {
 
 /* A beam session: sentences joining at different steps (and one cancelled) give
  * what each gives alone with dmt_beam_search; the cache is empty afterwards. */
-static void session_test(const dmt_model *m, dmt_state *s) {
+static void session_test(const dmt_model *m, dmt_state *s, int max_repeats) {
     enum { B = 20 };
     dmt_beam_options o = dmt_beam_options_default(&m->cfg);
     o.beam_size = 4;
     o.nbest = 2;
+    o.max_repeats = max_repeats; /* the guard reads each sentence's source */
     char err[256] = "";
     batch b;
     random_batch(&b, B, &m->cfg, 40);
@@ -432,8 +433,8 @@ static void session_test(const dmt_model *m, dmt_state *s) {
           "%s; %d finished, max %d active", err, finished, max_active);
     CHECK(ok && bad == 0, "beam session: each sentence = the same sentence alone (dmt_beam_search)",
           "%d differ beyond near-ties (%d same, %d near-tie)", bad, same, explained);
-    printf("# beam session: %d of %d identical to alone, %d near-tie differences, %d steps\n", same, finished, explained,
-           steps);
+    printf("# beam session (max_repeats %d): %d of %d identical to alone, %d near-tie differences, %d steps\n",
+           max_repeats, same, finished, explained, steps);
     CHECK(dmt_cont_slots_used(st) == 0 && dmt_cont_hyps(st) == 0, "beam session: every cache slot is returned",
           "%d slots, %d hypotheses", dmt_cont_slots_used(st), dmt_cont_hyps(st));
     dmt_beam_session_free(ses);
@@ -800,7 +801,8 @@ int main(void) {
         repeat_guard_tests(m, s);
         single_vs_batch_test(m, s);
         control_test(m, s);
-        session_test(m, s);
+        session_test(m, s, 0);
+        session_test(m, s, 1);
         dmt_state_free(s);
         dmt_model_free(m);
     }
