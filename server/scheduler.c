@@ -422,30 +422,29 @@ static void running_remove(sessions *all, running *r, int tag) {
 /* The session for options o: the one running them, else an empty one (set up for
  * them); NULL when every session is busy with other options. */
 static running *session_for(sessions *all, const dmt_beam_options *o, char *err, size_t errlen) {
-    running *empty = NULL;
+    running *empty = NULL, *ready = NULL;
+    double vt = -1; /* the least-served running session's time */
     for (int i = 0; i < MAX_SESSIONS; i++) {
         running *r = &all->run[i];
         if (r->n > 0 && same_options(&r->opt, o)) return r;
+        if (r->n > 0 && (vt < 0 || r->vt < vt)) vt = r->vt;
         if (r->n == 0 && !empty) empty = r;
+        if (r->n == 0 && r->ses && same_options(&r->opt, o)) ready = r; /* idle, already set up for o */
     }
-    for (int i = 0; i < MAX_SESSIONS; i++) /* an idle session already set up for o */
-        if (all->run[i].n == 0 && all->run[i].ses && same_options(&all->run[i].opt, o)) return &all->run[i];
-    if (!empty) return NULL;
+    running *r = ready ? ready : empty;
+    if (!r) return NULL;
+    r->vt = vt < 0 ? 0 : vt; /* a session that (re)starts is level with the others: not owed the past */
+    if (ready) return r;
     dmt_scheduler *s = all->wk->s;
-    if (!empty->state && !(empty->state = dmt_state_new(s->model))) {
+    if (!r->state && !(r->state = dmt_state_new(s->model))) {
         snprintf(err, errlen, "out of memory for a worker state");
         return NULL;
     }
-    dmt_beam_session_free(empty->ses);
-    /* start level with the least-served running session: not owed the past */
-    empty->vt = -1;
-    for (int i = 0; i < MAX_SESSIONS; i++)
-        if (all->run[i].n > 0 && (empty->vt < 0 || all->run[i].vt < empty->vt)) empty->vt = all->run[i].vt;
-    if (empty->vt < 0) empty->vt = 0;
-    empty->opt = *o;
-    empty->opt.control = NULL;
-    empty->ses = dmt_beam_session_new(empty->state, &empty->opt, empty->cap, err, errlen);
-    return empty->ses ? empty : NULL;
+    dmt_beam_session_free(r->ses);
+    r->opt = *o;
+    r->opt.control = NULL;
+    r->ses = dmt_beam_session_new(r->state, &r->opt, r->cap, err, errlen);
+    return r->ses ? r : NULL;
 }
 
 /* Tokenizes the picked jobs (all with the same options) and admits them to their
