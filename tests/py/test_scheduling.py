@@ -36,6 +36,7 @@ BIN = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
 MODEL = os.environ.get("DEEPMT_TEST_MODEL") or repo_path("tests/fixtures/tiny-model")
 SLOW = 4 if "asan" in BIN else 1
 TMP = tempfile.mkdtemp(prefix="deepmt-test-scheduling-")
+SANITIZER_REPORTS = []  # excerpts of sanitizer reports in any server's stderr
 
 WORDS = ("man woman dog bicycle street river mountain city child ball house red green blue old young "
          "running sitting playing walking riding reading near under over behind beside").split()
@@ -70,6 +71,11 @@ class Server:
             self.proc.kill()
             rc = self.proc.wait()
         self.log.close()
+        err = self.stderr()
+        for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            if needle in err:
+                i = err.index(needle)
+                SANITIZER_REPORTS.append(f"{self.log_path}: {err[max(0, i - 200):i + 1500]}")
         return rc
 
     def stderr(self):
@@ -361,6 +367,7 @@ def main():
                   test_request_timeout):
             if not only or only in t.__name__:
                 t()
+        tap.ok(not SANITIZER_REPORTS, "no sanitizer reports in any server's stderr", "\n".join(SANITIZER_REPORTS[:2]))
     finally:
         import shutil
         shutil.rmtree(TMP, ignore_errors=True)
