@@ -146,7 +146,8 @@ def main():
                text]
     if "sched" in sections:
         sa = argparse.Namespace(build=a.build, model=cfg["model"], shared=a.shared, rounds=a.rounds,
-                                workloads="heavy,mixed64,clients8,gone,invariance", per_client=8, invariance=1000)
+                                workloads="heavy,mixed64,clients8,gone,invariance", per_client=8, invariance=1000,
+                                heavy_sentences=64)
         med, js["sched"] = sched.bench(sa)
         md += ["## 2b. Scheduling: continuous vs whole batching (`deepmt serve --batching`)",
                f"Model: {model_desc}. bench/sched.py; 2 workers x 1 thread. " + sched.__doc__.split("Workloads")[1]

@@ -71,7 +71,7 @@ class Server:
             self.proc.kill()
 
 
-def post(port, method, path, body, timeout=600, conn=None):
+def post(port, method, path, body, timeout=3600, conn=None):
     c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         data = json.dumps(body).encode() if body is not None else None
@@ -139,6 +139,7 @@ def clients(port, n_clients, per_client, pick, target="de", stop=None, statuses=
 
 
 def heavy_light(a, mode, heavy):
+    heavy = heavy[:a.heavy_sentences]
     srv = Server(a.build, a.model, mode)
     try:
         light = "Two dogs are playing in the snow."
@@ -268,6 +269,7 @@ def bench(a):
                     x = invariance(a, mode, short, a.invariance)
                 else:
                     raise SystemExit(f"sched: unknown workload {w}")
+                log(f"{w}, {mode}: {json.dumps(x)}")
                 res[mode].setdefault(w, []).append(x)
     med = {m: {w: {k: statistics.median([x[k] for x in xs if x[k] is not None] or [float("nan")])
                    for k in xs[0]} for w, xs in ws.items()} for m, ws in res.items()}
@@ -322,6 +324,7 @@ def main():
     ap.add_argument("--workloads", default="heavy,mixed64,clients8,gone,invariance")
     ap.add_argument("--per-client", type=int, default=8, help="requests per client (mixed-64; x2 for 8 clients)")
     ap.add_argument("--invariance", type=int, default=1000, help="sentences for the invariance check")
+    ap.add_argument("--heavy-sentences", type=int, default=64, help="sentences in the heavy request")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     os.chdir(REPO)
