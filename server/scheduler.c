@@ -156,6 +156,7 @@ static void free_measures(dmt_work *w) {
 
 int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen) {
     if (!atomic_load(&s->ready)) return DMT_SUBMIT_NOT_READY;
+    double t0 = dmt_now();
     w->cost = calloc((size_t)w->n_jobs, sizeof *w->cost);
     w->tokens = calloc((size_t)w->n_jobs, sizeof *w->tokens);
     if (!w->cost || !w->tokens) {
@@ -164,6 +165,7 @@ int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen
         return DMT_SUBMIT_TOO_LARGE;
     }
     measure(s->model, w);
+    if (w->deadline > 0) w->deadline += dmt_now() - t0; /* the deadline bounds waiting, not measuring */
     dmt_policy_limits lim = {s->o.max_batch_sentences, s->o.max_batch_tokens, s->o.max_batch_cost,
                              s->o.max_request_cost};
     if (dmt_policy_check(&lim, w->n_jobs, w->cost, w->tokens, err, errlen)) {
