@@ -2,9 +2,10 @@
  *
  * Reads every line first (stdin or --input), tokenizes each once to check it and
  * count its pieces (bad lines are reported now, by line number, and skipped), sorts
- * the rest longest first, cuts them into batches of --batch-size sentences and lets
- * --workers threads, each with its own dmt_state, take batches in turn (by default
- * one worker per core, each with a single-threaded BLAS). Output
+ * the rest longest first and hands them to the same worker pool `deepmt serve` runs
+ * on (server/pool.h): --workers threads, each with its own dmt_state, batches of
+ * --batch-size sentences (by default one worker per core, each with a
+ * single-threaded BLAS; --batching as in serve). Output
  * comes in input order once everything is done: --nbest lines per input line
  * (best first), each "score<TAB>text" with --scores; a failed or empty line still
  * gets its lines (empty), so output line i*N+r always belongs to input line i.
@@ -28,6 +29,7 @@
 #include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/translate.h"
+#include "server/pool.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
@@ -53,8 +55,10 @@ static void usage(FILE *f) {
             "                           unless the source repeats it more (0 = off; default: config.json)\n"
             "      --batch-size N       sentences per batch (default 32)\n"
             "      --threads N          CPU threads in all (default: the number of cores)\n"
-            "      --workers W          decoding threads, each taking whole batches (default: --threads);\n"
+            "      --workers W          decoding threads, each with its own batch (default: --threads);\n"
             "                           each gets threads/W BLAS threads (so by default one)\n"
+            "      --batching MODE      whole (default): a batch runs to its end; continuous: sentences join a\n"
+            "                           running batch between decoder steps (as deepmt serve)\n"
             "      --precision P        f32 (default), bf16 or int8: bfloat16 matrix products (CPUs with\n"
             "                           AVX-512 BF16) or int8 weights and activations, both faster;\n"
             "                           translations differ slightly (a quantised model runs int8)\n"
@@ -78,16 +82,11 @@ typedef struct {
 typedef struct {
     const dmt_model *m;
     dmt_beam_options opt;
-    int target_id, batch_size, scores;
-    line *lines;
-    int *order, n_order;        /* lines to translate, longest first */
-    int next, n_batches;        /* next batch to take */
-    pthread_mutex_t mu;
+    int target_id, scores;
     /* progress */
     int show, tty, done_lines, total_lines;
     long long done_tokens;
     double t0, last_print;
-    char fatal[512];
 } job;
 
 static double now(void) {
@@ -181,56 +180,11 @@ static char *format_output(const job *J, const dmt_translate_output *o) {
     return s;
 }
 
-static void *worker(void *arg) {
+/* The pool's progress callback. */
+static void on_progress(void *arg, int done) {
     job *J = arg;
-    char err[512];
-    dmt_state *s = dmt_state_new(J->m);
-    dmt_translate_input *in = malloc((size_t)J->batch_size * sizeof *in);
-    dmt_translate_output *out = malloc((size_t)J->batch_size * sizeof *out);
-    if (!s || !in || !out) {
-        pthread_mutex_lock(&J->mu);
-        snprintf(J->fatal, sizeof J->fatal, "out of memory");
-        pthread_mutex_unlock(&J->mu);
-        goto done;
-    }
-    for (;;) {
-        pthread_mutex_lock(&J->mu);
-        int b = J->fatal[0] ? J->n_batches : J->next++;
-        pthread_mutex_unlock(&J->mu);
-        if (b >= J->n_batches) break;
-        int first = b * J->batch_size, n = J->n_order - first < J->batch_size ? J->n_order - first : J->batch_size;
-        for (int j = 0; j < n; j++) {
-            line *l = &J->lines[J->order[first + j]];
-            in[j] = (dmt_translate_input){l->text, l->len, J->target_id};
-        }
-        if (dmt_translate(J->m, s, n, in, &J->opt, out, err, sizeof err)) {
-            pthread_mutex_lock(&J->mu);
-            snprintf(J->fatal, sizeof J->fatal, "%s", err);
-            pthread_mutex_unlock(&J->mu);
-            break;
-        }
-        long long tokens = 0;
-        for (int j = 0; j < n; j++) {
-            line *l = &J->lines[J->order[first + j]];
-            if (out[j].error[0]) l->error = strdup(out[j].error);
-            else {
-                l->out = format_output(J, &out[j]);
-                tokens += out[j].out_tokens;
-                if (!l->out) l->error = strdup("out of memory");
-            }
-            dmt_translate_output_clear(&out[j]);
-        }
-        pthread_mutex_lock(&J->mu);
-        J->done_lines += n;
-        J->done_tokens += tokens;
-        progress(J, 0);
-        pthread_mutex_unlock(&J->mu);
-    }
-done:
-    free(in);
-    free(out);
-    dmt_state_free(s);
-    return NULL;
+    J->done_lines = done;
+    if (done < J->total_lines) progress(J, 0);
 }
 
 static const line *sort_lines;
@@ -269,6 +223,7 @@ static void list_languages(const dmt_config *c) {
 typedef struct {
     const char *model, *target, *input, *output;
     int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
+    int continuous;
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
     int set_lp, set_a, set_b, set_min, set_ngram, set_repeats, max_repeats;
@@ -276,7 +231,8 @@ typedef struct {
 
 /* 0, 1 for --help, -1 for a usage error (message printed). */
 static int parse_args(int argc, char **argv, args *a) {
-    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS, O_PRECISION };
+    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS,
+           O_PRECISION, O_BATCHING };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
@@ -287,7 +243,8 @@ static int parse_args(int argc, char **argv, args *a) {
         {"max-repeats", required_argument, 0, O_REPEATS},
         {"batch-size", required_argument, 0, O_BATCH}, {"threads", required_argument, 0, O_THREADS},
         {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
-        {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
+        {"batching", required_argument, 0, O_BATCHING}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     *a = (args){.nbest = 1, .batch_size = 32};
     int c, li = -1;
     optind = 1;
@@ -318,6 +275,10 @@ static int parse_args(int argc, char **argv, args *a) {
             a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
                            : !strcmp(optarg, "int8") ? DMT_PRECISION_INT8 : DMT_PRECISION_F32;
             break;
+        case O_BATCHING:
+            bad = strcmp(optarg, "whole") && strcmp(optarg, "continuous");
+            a->continuous = !strcmp(optarg, "continuous");
+            break;
         case 'h': return 1;
         case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -1;
         default: fprintf(stderr, "deepmt translate: unknown option '%s'\n", argv[optind - 1]); return -1;
@@ -334,18 +295,6 @@ static int parse_args(int argc, char **argv, args *a) {
     if (!a->model) { fprintf(stderr, "deepmt translate: -m MODEL_DIR is required\n"); return -1; }
     if (!a->target) { fprintf(stderr, "deepmt translate: --target LANG is required\n"); return -1; }
     return 0;
-}
-
-/* Runs the batches on `workers` threads (the calling thread is one of them). */
-static void run_workers(job *J, int workers) {
-    pthread_t *t = calloc((size_t)workers, sizeof *t);
-    int started = 0;
-    for (int w = 1; t && w < workers; w++)
-        if (pthread_create(&t[w], NULL, worker, J) == 0) started = w;
-        else break;
-    worker(J);
-    for (int w = 1; w <= started; w++) pthread_join(t[w], NULL);
-    free(t);
 }
 
 /* Writes every line's output in input order; failed lines get empty lines. */
@@ -373,13 +322,23 @@ int cmd_translate(int argc, char **argv) {
         fprintf(stderr, "deepmt translate: model directory '%s' not found\n", a.model);
         return 1;
     }
-    dmt_model *m = dmt_model_load(a.model, (dmt_load_options){.precision = (dmt_precision)a.precision}, err, sizeof err);
-    if (!m) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
+    /* Workers over batches beat BLAS threads inside each matrix product on small
+     * models and busy machines (docs/decoding.md, "Threads"), so that is the default. */
+    int threads = a.threads ? a.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads < 1) threads = 1;
+    int workers = a.workers ? a.workers : threads;
+    dmt_pool_options po = {workers, threads / workers > 0 ? threads / workers : 1, a.batch_size, a.precision,
+                           a.continuous};
+    dmt_pool *pool = dmt_pool_open(a.model, po, err, sizeof err);
+    if (!pool) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
+    const dmt_model *m = dmt_pool_model(pool);
     int rc = 1, n = 0, bad = 0;
     line *lines = NULL;
     FILE *out = NULL;
-    job J = {.m = m, .batch_size = a.batch_size, .scores = a.scores};
-    pthread_mutex_init(&J.mu, NULL);
+    dmt_translate_input *src = NULL;
+    dmt_translate_output *res = NULL;
+    int *order = NULL, n_order = 0;
+    job J = {.m = m, .scores = a.scores};
     const dmt_language *lang = dmt_config_language(&m->cfg, a.target);
     if (!lang) {
         fprintf(stderr, "deepmt translate: unknown target language '%s'\n", a.target);
@@ -409,27 +368,35 @@ int cmd_translate(int argc, char **argv) {
     out = a.output ? fopen(a.output, "w") : stdout; /* now, not after hours of work */
     if (!out) { fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno)); goto done; }
 
-    /* Workers over batches beat BLAS threads inside each matrix product on small
-     * models and busy machines (docs/decoding.md, "Threads"), so that is the default. */
-    int threads = a.threads ? a.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
-    int workers = a.workers ? a.workers : threads;
-    dmt_kernels_set_threads(threads / workers > 0 ? threads / workers : 1);
     bad = check_lines(m, lines, n);
-    J.order = malloc((size_t)(n ? n : 1) * sizeof *J.order);
-    if (!J.order) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
+    order = malloc((size_t)(n ? n : 1) * sizeof *order);
+    src = malloc((size_t)(n ? n : 1) * sizeof *src);
+    res = calloc((size_t)(n ? n : 1), sizeof *res);
+    if (!order || !src || !res) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
     for (int i = 0; i < n; i++)
-        if (lines[i].pieces >= 0) J.order[J.n_order++] = i;
+        if (lines[i].pieces >= 0) order[n_order++] = i;
     sort_lines = lines;
-    qsort(J.order, (size_t)J.n_order, sizeof *J.order, by_length_desc);
-    J.lines = lines;
-    J.n_batches = (J.n_order + a.batch_size - 1) / a.batch_size;
+    qsort(order, (size_t)n_order, sizeof *order, by_length_desc); /* longest first: little padding */
+    for (int k = 0; k < n_order; k++) src[k] = (dmt_translate_input){lines[order[k]].text, lines[order[k]].len, J.target_id};
     J.show = !a.quiet && (a.input || a.show_progress) && n > 0;
     J.tty = isatty(STDERR_FILENO);
-    J.total_lines = J.n_order;
+    J.total_lines = n_order;
     J.t0 = J.last_print = now();
-    run_workers(&J, workers < J.n_batches ? workers : (J.n_batches > 0 ? J.n_batches : 1));
-    if (J.fatal[0]) { fprintf(stderr, "%sdeepmt translate: %s\n", J.show && J.tty ? "\n" : "", J.fatal); goto done; }
+    if (dmt_pool_translate(pool, n_order, src, &J.opt, res, J.show ? on_progress : NULL, &J, err, sizeof err)) {
+        fprintf(stderr, "%sdeepmt translate: %s\n", J.show && J.tty ? "\n" : "", err);
+        goto done;
+    }
+    for (int k = 0; k < n_order; k++) {
+        line *l = &lines[order[k]];
+        if (res[k].error[0]) l->error = strdup(res[k].error);
+        else {
+            l->out = format_output(&J, &res[k]);
+            J.done_tokens += res[k].out_tokens;
+            if (!l->out) l->error = strdup("out of memory");
+        }
+        dmt_translate_output_clear(&res[k]);
+    }
+    J.done_lines = n_order;
     progress(&J, 1);
     for (int i = 0; i < n; i++)
         if (lines[i].pieces >= 0 && lines[i].error) {  /* failed inside translation */
@@ -446,8 +413,9 @@ done:
     }
     for (int i = 0; i < n; i++) { free(lines[i].text); free(lines[i].out); free(lines[i].error); }
     free(lines);
-    free(J.order);
-    pthread_mutex_destroy(&J.mu);
-    dmt_model_free(m);
+    free(order);
+    free(src);
+    free(res);
+    dmt_pool_close(pool);
     return rc;
 }

@@ -387,6 +387,34 @@ static void fill_feed(search *S, int n_act, int s, int cur) {
     }
 }
 
+/* Drops the active sentences the control cancels, before a decoder step: their
+ * rows leave the KV cache (dmt_decode_reorder) and the others move down in place
+ * (a kept row only ever moves to a lower index). The new active count. */
+static int drop_cancelled(search *S, dmt_state *st, int n_act, int cur, dmt_nbest *out) {
+    const dmt_beam_control *ctl = S->o.control;
+    if (!ctl || !ctl->cancelled) return n_act;
+    int na = 0, w = S->width;
+    size_t L = (size_t)S->L;
+    for (int a = 0; a < n_act; a++) {
+        int i = S->active[a];
+        if (ctl->cancelled(ctl->arg, i)) {
+            dmt_nbest_clear(&out[i]);
+            continue;
+        }
+        for (int j = 0; j < w; j++) {
+            size_t from = (size_t)a * w + j, to = (size_t)na * w + j;
+            S->parent[to] = (int)from;
+            if (to != from) {
+                memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
+                S->cum[cur][to] = S->cum[cur][from];
+            }
+        }
+        S->active[na++] = i;
+    }
+    if (na < n_act && na > 0) dmt_decode_reorder(st, na * w, S->parent);
+    return na;
+}
+
 int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *src_len, const int *forced,
                     const dmt_beam_options *opt, dmt_nbest *out, char *err, size_t errlen) {
     const dmt_model *m = NULL;
@@ -417,6 +445,7 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
     if (dmt_decode_begin(st, n, S.parent, n * k, steps, err, errlen)) goto done;
     int cur = 0, n_act = n;
     for (int s = 0; n_act > 0; s++) {
+        if ((n_act = drop_cancelled(&S, st, n_act, cur, out)) == 0) break;
         fill_feed(&S, n_act, s, cur);
         if (dmt_decode_step(st, S.feed, S.lp)) {
             snprintf(err, errlen, "beam search: decoder step %d failed", s);
@@ -436,8 +465,12 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
                 S.active[na++] = i;
                 continue;
             }
-            if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) finish_sentence(&S, i, &out[i]);
-            else S.active[na++] = i;
+            if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) {
+                finish_sentence(&S, i, &out[i]);
+                if (opt->control && opt->control->finished) opt->control->finished(opt->control->arg, i);
+            } else {
+                S.active[na++] = i;
+            }
         }
         if (na > 0) dmt_decode_reorder(st, na * w_out, S.parent);
         S.width = w_out;
@@ -449,4 +482,280 @@ done:
     if (rc) for (int i = 0; i < n; i++) dmt_nbest_clear(&out[i]);
     search_free(&S);
     return rc;
+}
+
+/* ---------------------------------------------------------------- session -- */
+
+/* The search's arrays, sized for `cap` sentences of up to max_positions tokens, and
+ * always k rows a sentence (width k: a sentence still in its prefix has beam 0 live
+ * and k - 1 empty beams, which yield no candidates, as in the narrow layout). */
+struct dmt_beam_session {
+    search S;
+    dmt_state *st;
+    int cap, n_act, cur;
+    int *pos;          /* [cap] decoder steps a sentence has taken */
+    int *tag, *src_id; /* [cap] */
+    char *used, *cancel;
+    dmt_nbest *out;    /* [cap] */
+    int *done, n_done; /* finished sentences waiting to be taken */
+    int32_t *src_ids;  /* [cap][max_positions] copies of the sources (the repetition guard reads them) */
+    const int32_t **src_rows;
+    int *src_lens;     /* [cap] */
+};
+
+void dmt_beam_session_free(dmt_beam_session *b) {
+    if (!b) return;
+    for (int i = 0; i < b->cap; i++) {
+        if (b->used && b->used[i] && b->src_id[i] >= 0) dmt_cont_release_source(b->st, b->src_id[i]);
+        if (b->out) dmt_nbest_clear(&b->out[i]);
+    }
+    if (b->st && dmt_cont_hyps(b->st) > 0) dmt_cont_reorder(b->st, 0, NULL);
+    search_free(&b->S);
+    free(b->pos); free(b->tag); free(b->src_id); free(b->used); free(b->cancel); free(b->out); free(b->done);
+    free(b->src_ids); free(b->src_rows); free(b->src_lens);
+    free(b);
+}
+
+dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *opt, int max_sentences, char *err,
+                                       size_t errlen) {
+    if (dmt_beam_options_check(opt, err, errlen)) return NULL;
+    if (max_sentences < 1) max_sentences = 1;
+    dmt_beam_session *b = calloc(1, sizeof *b);
+    if (!b) goto oom;
+    const dmt_model *m = dmt_state_model(st);
+    search *S = &b->S;
+    S->m = m;
+    S->o = *opt;
+    S->o.control = NULL;
+    S->n = b->cap = max_sentences;
+    S->k = opt->beam_size;
+    S->V = m->cfg.vocab_size;
+    S->L = m->cfg.max_positions;
+    S->width = S->k;
+    b->st = st;
+    size_t n = (size_t)b->cap, k = (size_t)S->k, L = (size_t)S->L, rows = n * k;
+    S->plen = calloc(n, sizeof *S->plen);
+    S->max_len = calloc(n, sizeof *S->max_len);
+    S->prefix = calloc(n * 2, sizeof *S->prefix);
+    S->n_pool = calloc(n, sizeof *S->n_pool);
+    S->n_fin = calloc(n, sizeof *S->n_fin);
+    S->pool = calloc(n * 2 * k, sizeof *S->pool);
+    S->pool_tok = calloc(n * 2 * k * L, sizeof *S->pool_tok);
+    S->gap = calloc(n, sizeof *S->gap);
+    S->active = calloc(n, sizeof *S->active);
+    S->feed = calloc(rows, sizeof *S->feed);
+    S->parent = calloc(rows, sizeof *S->parent);
+    S->lists = calloc(k * (2 * k + 1), sizeof *S->lists);
+    S->count = calloc(k, sizeof *S->count);
+    S->head = calloc(k, sizeof *S->head);
+    S->merged = calloc(2 * k + 1, sizeof *S->merged);
+    for (int x = 0; x < 2; x++) {
+        S->hist[x] = calloc(rows * L, sizeof *S->hist[x]);
+        S->cum[x] = calloc(rows, sizeof *S->cum[x]);
+    }
+    b->pos = calloc(n, sizeof *b->pos);
+    b->tag = calloc(n, sizeof *b->tag);
+    b->src_id = calloc(n, sizeof *b->src_id);
+    b->used = calloc(n, 1);
+    b->cancel = calloc(n, 1);
+    b->out = calloc(n, sizeof *b->out);
+    b->done = calloc(n, sizeof *b->done);
+    b->src_ids = calloc(n * L, sizeof *b->src_ids);
+    b->src_rows = calloc(n, sizeof *b->src_rows);
+    b->src_lens = calloc(n, sizeof *b->src_lens);
+    for (size_t i = 0; b->src_ids && b->src_rows && i < n; i++) b->src_rows[i] = b->src_ids + i * L;
+    S->src = (const int32_t *const *)b->src_rows;
+    S->src_len = b->src_lens;
+    if (!b->src_ids || !b->src_rows || !b->src_lens || !S->plen || !S->max_len || !S->prefix || !S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap ||
+        !S->active || !S->feed || !S->parent || !S->lists || !S->count || !S->head || !S->merged || !S->hist[0] ||
+        !S->hist[1] || !S->cum[0] || !S->cum[1] || !b->pos || !b->tag || !b->src_id || !b->used || !b->cancel ||
+        !b->out || !b->done || !dmt_state_logits(st, rows * (size_t)S->V))
+        goto oom;
+    return b;
+oom:
+    snprintf(err, errlen, "out of memory for a beam session of %d sentences", max_sentences);
+    dmt_beam_session_free(b);
+    return NULL;
+}
+
+int dmt_beam_session_active(const dmt_beam_session *b) { return b->n_act; }
+
+int dmt_beam_session_room(const dmt_beam_session *b) {
+    int used = 0;
+    for (int i = 0; i < b->cap; i++) used += b->used[i];
+    return b->cap - used;
+}
+
+int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src, const int *src_len,
+                           const int *forced, const int *tags, char *err, size_t errlen) {
+    search *S = &b->S;
+    const dmt_config *c = &S->m->cfg;
+    int k = S->k;
+    if (n <= 0) return 0;
+    if (n > dmt_beam_session_room(b)) {
+        snprintf(err, errlen, "beam session: %d sentences do not fit (room for %d)", n, dmt_beam_session_room(b));
+        return -1;
+    }
+    for (int i = 0; forced && i < n; i++)
+        if (forced[i] < -1 || forced[i] >= c->vocab_size) {
+            snprintf(err, errlen, "sentence %d: forced token %d is outside the vocabulary", i, forced[i]);
+            return -1;
+        }
+    int *ids = malloc((size_t)n * sizeof *ids), *hyp_src = malloc((size_t)n * k * sizeof *hyp_src);
+    int *slot = malloc((size_t)n * sizeof *slot);
+    if (!ids || !hyp_src || !slot) {
+        free(ids); free(hyp_src); free(slot);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    int rc = -1;
+    if (dmt_cont_add_sources(b->st, n, src, src_len, ids, err, errlen)) goto done;
+    for (int q = 0, i = 0; q < n; q++) {
+        while (b->used[i]) i++;
+        slot[q] = i++;
+    }
+    for (int q = 0; q < n; q++) {
+        int i = slot[q], a = b->n_act + q;
+        dmt_nbest *o = &b->out[i];
+        S->prefix[2 * i] = c->decoder_start_id;
+        S->prefix[2 * i + 1] = forced ? forced[q] : -1;
+        S->plen[i] = S->prefix[2 * i + 1] >= 0 ? 2 : 1;
+        S->max_len[i] = max_length(&S->o, src_len[q], S->plen[i], c->max_positions);
+        S->n_pool[i] = S->n_fin[i] = 0;
+        S->gap[i] = INFINITY;
+        memcpy(b->src_ids + (size_t)i * S->L, src[q], (size_t)src_len[q] * sizeof *src[q]);
+        b->src_lens[i] = src_len[q];
+        *o = (dmt_nbest){0};
+        o->hyps = calloc((size_t)S->o.nbest, sizeof *o->hyps);
+        for (int r = 0; o->hyps && r < S->o.nbest; r++) {
+            o->hyps[r].tokens = malloc((size_t)S->max_len[i] * sizeof(int32_t));
+            if (o->hyps[r].tokens) o->n = r + 1;
+        }
+        if (!o->hyps || o->n < S->o.nbest) {
+            for (int z = 0; z <= q; z++) dmt_nbest_clear(&b->out[slot[z]]);
+            for (int z = 0; z < n; z++) dmt_cont_release_source(b->st, ids[z]);
+            snprintf(err, errlen, "out of memory");
+            goto done;
+        }
+        for (int j = 0; j < k; j++) {
+            S->cum[b->cur][(size_t)a * k + j] = j == 0 ? 0.0f : -INFINITY;
+            hyp_src[q * k + j] = ids[q];
+        }
+    }
+    if (dmt_cont_add_hyps(b->st, n * k, hyp_src, err, errlen)) {
+        for (int z = 0; z < n; z++) { dmt_nbest_clear(&b->out[slot[z]]); dmt_cont_release_source(b->st, ids[z]); }
+        goto done;
+    }
+    for (int q = 0; q < n; q++) {
+        int i = slot[q];
+        b->used[i] = 1;
+        b->cancel[i] = 0;
+        b->tag[i] = tags ? tags[q] : q;
+        b->src_id[i] = ids[q];
+        b->pos[i] = 0;
+        S->active[b->n_act++] = i;
+    }
+    rc = 0;
+done:
+    free(ids); free(hyp_src); free(slot);
+    return rc;
+}
+
+/* A sentence leaves: its source goes, its slot is free again (out[i] stays for
+ * take when it finished). */
+static void session_leave(dmt_beam_session *b, int i) {
+    if (b->src_id[i] >= 0) dmt_cont_release_source(b->st, b->src_id[i]);
+    b->src_id[i] = -1;
+    b->cancel[i] = 0;
+}
+
+/* Drops cancelled sentences before a step (their rows leave the cache). */
+static int session_drop(dmt_beam_session *b) {
+    search *S = &b->S;
+    int k = S->k, na = 0, cur = b->cur;
+    size_t L = (size_t)S->L;
+    for (int a = 0; a < b->n_act; a++) {
+        int i = S->active[a];
+        if (b->cancel[i]) {
+            session_leave(b, i);
+            dmt_nbest_clear(&b->out[i]);
+            b->used[i] = 0;
+            continue;
+        }
+        for (int j = 0; j < k; j++) {
+            size_t from = (size_t)a * k + j, to = (size_t)na * k + j;
+            S->parent[to] = (int)from;
+            if (to != from) {
+                memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
+                S->cum[cur][to] = S->cum[cur][from];
+            }
+        }
+        S->active[na++] = i;
+    }
+    if (na == b->n_act) return 0;
+    b->n_act = na;
+    return dmt_cont_reorder(b->st, na * k, S->parent);
+}
+
+int dmt_beam_session_step(dmt_beam_session *b, char *err, size_t errlen) {
+    search *S = &b->S;
+    int k = S->k, cur = b->cur;
+    size_t L = (size_t)S->L;
+    if (session_drop(b)) goto oom;
+    if (b->n_act == 0) return 0;
+    for (int a = 0; a < b->n_act; a++) {
+        int i = S->active[a], s = b->pos[i];
+        for (int j = 0; j < k; j++) {
+            size_t r = (size_t)a * k + j;
+            S->feed[r] = s < S->plen[i] ? S->prefix[2 * i + s] : S->hist[cur][r * L + s - S->plen[i]];
+        }
+    }
+    S->lp = dmt_state_logits(b->st, (size_t)b->n_act * k * S->V);
+    if (!S->lp || dmt_cont_step(b->st, S->feed, S->lp)) {
+        snprintf(err, errlen, "beam session: decoder step failed");
+        return -1;
+    }
+    int na = 0;
+    for (int a = 0; a < b->n_act; a++) {
+        int i = S->active[a], s = b->pos[i]++;
+        if (s < S->plen[i] - 1) { /* still reading the prefix: rows stay */
+            for (int j = 0; j < k; j++) {
+                size_t w = (size_t)na * k + j, r = (size_t)a * k + j;
+                S->parent[w] = (int)r;
+                S->cum[!cur][w] = S->cum[cur][r];
+            }
+            S->active[na++] = i;
+        } else if (step_sentence(S, a, i, s - S->plen[i] + 2, cur, na)) {
+            finish_sentence(S, i, &b->out[i]);
+            session_leave(b, i);
+            b->done[b->n_done++] = i;
+        } else {
+            S->active[na++] = i;
+        }
+    }
+    b->n_act = na;
+    b->cur = !cur;
+    if (dmt_cont_reorder(b->st, na * k, S->parent)) goto oom;
+    return 0;
+oom:
+    snprintf(err, errlen, "beam session: out of memory");
+    return -1;
+}
+
+int dmt_beam_session_take(dmt_beam_session *b, int *tag, dmt_nbest *out) {
+    if (b->n_done == 0) return 0;
+    int i = b->done[0];
+    memmove(b->done, b->done + 1, (size_t)(--b->n_done) * sizeof *b->done);
+    *tag = b->tag[i];
+    *out = b->out[i];
+    b->out[i] = (dmt_nbest){0};
+    b->used[i] = 0;
+    return 1;
+}
+
+void dmt_beam_session_cancel(dmt_beam_session *b, int tag) {
+    for (int a = 0; a < b->n_act; a++) {
+        int i = b->S.active[a];
+        if (b->tag[i] == tag) b->cancel[i] = 1;
+    }
 }

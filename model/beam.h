@@ -46,6 +46,21 @@
 #define DMT_BEAM_MAX_SIZE 64 /* largest beam_size accepted */
 #define DMT_REPEAT_MAX_UNIT 8 /* longest repeated unit the repetition guard looks for */
 
+/* Hooks into a running search, for a caller that serves many clients (the
+ * server's scheduler): sentences can leave the batch between decoder steps, and
+ * each result is announced as soon as it is final. Not a decoding option: it never
+ * changes a translation. */
+typedef struct {
+    /* Polled before each decoder step for every sentence still decoding; nonzero
+     * drops sentence i from the batch at once: its rows leave the decoder and out[i]
+     * is left empty (n = 0). May be NULL. */
+    int (*cancelled)(void *arg, int i);
+    /* out[i] is final (once per sentence that finished, in finishing order; never
+     * for a cancelled one). Runs on the searching thread. May be NULL. */
+    void (*finished)(void *arg, int i);
+    void *arg;
+} dmt_beam_control;
+
 typedef struct {
     int beam_size;            /* k >= 1; 1 is greedy */
     float length_penalty;     /* exponent of the length normalisation, in [-10, 10] (0: none) */
@@ -55,6 +70,7 @@ typedef struct {
     int nbest;                /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
     int no_repeat_ngram_size; /* 0 = off; else no n-gram of this size appears twice */
     int max_repeats;          /* repetition guard (see above); 0 = off */
+    const dmt_beam_control *control; /* NULL: none (see above; not compared as an option) */
 } dmt_beam_options;
 
 /* The decoding defaults of config.json's "decoding" (nbest 1). */
@@ -87,5 +103,34 @@ int dmt_beam_search(dmt_state *s, int n, const int32_t *const *src, const int *s
                     const dmt_beam_options *opt, dmt_nbest *out, char *err, size_t errlen);
 
 void dmt_nbest_clear(dmt_nbest *nb);
+
+/* ---- a beam session: iteration-level (continuous) batching ----
+ * The same search, one decoder step at a time over a set of sentences that changes
+ * between steps: sentences join (their encoder pass runs and their cross-attention
+ * K/V and cache slots join the batch: forward.h "continuous decoding") while others
+ * decode, and leave as soon as they are final or cancelled. A sentence's result is
+ * the one dmt_beam_search gives it (up to rounding in a different batch). All
+ * sentences of a session share its options. */
+typedef struct dmt_beam_session dmt_beam_session;
+
+/* A session on state st (which it then uses alone) for at most max_sentences
+ * sentences at once. NULL with a message on bad options or out of memory. */
+dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *opt, int max_sentences, char *err,
+                                       size_t errlen);
+void dmt_beam_session_free(dmt_beam_session *b);
+/* Adds n sentences (as dmt_beam_search's src, src_len, forced), tagged tags[i] by
+ * the caller. At most dmt_beam_session_room. 0, or -1 with a message (nothing added). */
+int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src, const int *src_len,
+                           const int *forced, const int *tags, char *err, size_t errlen);
+/* Drops cancelled sentences, then runs one decoder step for every sentence decoding.
+ * 0, or -1 with a message (the session is then unusable: free it). */
+int dmt_beam_session_step(dmt_beam_session *b, char *err, size_t errlen);
+/* Takes one finished sentence: 1 with *tag and *out set (out owned by the caller:
+ * dmt_nbest_clear), 0 when none is waiting. */
+int dmt_beam_session_take(dmt_beam_session *b, int *tag, dmt_nbest *out);
+/* The sentence tagged tag leaves at the next step, without a result. */
+void dmt_beam_session_cancel(dmt_beam_session *b, int tag);
+int dmt_beam_session_active(const dmt_beam_session *b); /* sentences decoding */
+int dmt_beam_session_room(const dmt_beam_session *b);   /* sentences it can still admit */
 
 #endif

@@ -47,6 +47,26 @@ struct dmt_state {
     fbuf self_k, self_v;         /* [dec layers][step_cap * hyp_cap][d] */
     int *history, *history_tmp;  /* [hyp_cap][step_cap] slot indices */
     fbuf logits;                 /* the beam search's log-probabilities, kept between searches */
+    struct cont *cont;           /* continuous decoding, created on first use */
+};
+
+/* Continuous decoding (forward.h "continuous decoding"). The slot pool is
+ * [layer][slot][d]: growing it re-lays the layers out (rare: it doubles). */
+typedef struct {
+    float *k, *v;                /* [dec layers][len][d] cross-attention K/V */
+    int len;                     /* 0: a free entry */
+} cont_source;
+
+struct cont {
+    cont_source *src;
+    int n_src, src_cap;
+    int hyps, hyp_cap, len_cap;  /* len_cap = max_positions */
+    int *hyp_src, *hyp_len;      /* [hyp_cap] */
+    int *hist, *hist_tmp;        /* [hyp_cap][len_cap] slot of each position */
+    int *src_tmp, *len_tmp;
+    float *k, *v;                /* [layers][n_slots][d] */
+    int *ref, *free_slots;       /* [n_slots] references; stack of free slots */
+    int n_slots, n_free;
 };
 
 dmt_state *dmt_state_new(const dmt_model *m) {
@@ -65,6 +85,14 @@ void dmt_state_free(dmt_state *s) {
     free(s->hyp_src_tmp);
     free(s->history);
     free(s->history_tmp);
+    struct cont *c = s->cont;
+    if (c) {
+        for (int i = 0; i < c->n_src; i++) { free(c->src[i].k); free(c->src[i].v); }
+        void *all[] = {c->src, c->hyp_src, c->hyp_len, c->hist, c->hist_tmp, c->src_tmp, c->len_tmp, c->k, c->v,
+                       c->ref, c->free_slots};
+        for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+        free(c);
+    }
     free(s);
 }
 
@@ -326,3 +354,208 @@ void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent) {
 
 int dmt_decode_steps(const dmt_state *s) { return s->step; }
 int dmt_decode_hyps(const dmt_state *s) { return s->n_hyps; }
+
+/* ----------------------------------------------------- continuous decoding -- */
+
+static struct cont *cont_get(dmt_state *s) {
+    if (!s->cont) {
+        s->cont = calloc(1, sizeof *s->cont);
+        if (s->cont) s->cont->len_cap = s->m->cfg.max_positions;
+    }
+    return s->cont;
+}
+
+int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const int *src_len, int *ids, char *err,
+                         size_t errlen) {
+    const dmt_model *m = s->m;
+    int d = m->cfg.d_model, L = m->decoder.n_layers;
+    struct cont *c = cont_get(s);
+    if (!c) goto oom;
+    if (dmt_encode(s, n, src, src_len, err, errlen)) return -1;
+    for (int i = 0; i < n; i++) {
+        int id = 0;
+        while (id < c->n_src && c->src[id].len) id++;
+        if (id == c->n_src) {
+            if (c->n_src == c->src_cap) {
+                int cap = c->src_cap ? 2 * c->src_cap : 64;
+                cont_source *p = realloc(c->src, (size_t)cap * sizeof *p);
+                if (!p) goto oom;
+                c->src = p;
+                c->src_cap = cap;
+            }
+            c->src[c->n_src++] = (cont_source){0};
+        }
+        cont_source *cs = &c->src[id];
+        size_t len = (size_t)src_len[i];
+        cs->k = malloc((size_t)L * len * d * sizeof(float));
+        cs->v = malloc((size_t)L * len * d * sizeof(float));
+        if (!cs->k || !cs->v) { free(cs->k); free(cs->v); cs->k = cs->v = NULL; goto oom; }
+        cs->len = (int)len;
+        const float *x = dmt_encoder_out(s, i);
+        for (int l = 0; l < L; l++) {
+            const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
+            dmt_matmul(cs->k + (size_t)l * len * d, x, (int)len, &a->k);
+            dmt_matmul(cs->v + (size_t)l * len * d, x, (int)len, &a->v);
+        }
+        ids[i] = id;
+    }
+    return 0;
+oom:
+    snprintf(err, errlen, "out of memory for %d more sources", n);
+    return -1;
+}
+
+void dmt_cont_release_source(dmt_state *s, int id) {
+    struct cont *c = s->cont;
+    if (!c || id < 0 || id >= c->n_src) return;
+    free(c->src[id].k);
+    free(c->src[id].v);
+    c->src[id] = (cont_source){0};
+}
+
+static int cont_reserve_hyps(dmt_state *s, struct cont *c, int n) {
+    if (n <= c->hyp_cap) return 0;
+    int cap = c->hyp_cap ? c->hyp_cap : 64;
+    while (cap < n) cap *= 2;
+    size_t hl = (size_t)cap * c->len_cap;
+    if (grow_ints(&c->hyp_src, cap) || grow_ints(&c->hyp_len, cap) || grow_ints(&c->src_tmp, cap) ||
+        grow_ints(&c->len_tmp, cap) || grow_ints(&c->hist, hl) || grow_ints(&c->hist_tmp, hl))
+        return -1;
+    c->hyp_cap = cap;
+    return 0;
+}
+
+int dmt_cont_add_hyps(dmt_state *s, int n, const int *src_ids, char *err, size_t errlen) {
+    struct cont *c = cont_get(s);
+    if (!c || cont_reserve_hyps(s, c, c->hyps + n)) {
+        snprintf(err, errlen, "out of memory for %d hypotheses", n);
+        return -1;
+    }
+    for (int j = 0; j < n; j++) {
+        if (src_ids[j] < 0 || src_ids[j] >= c->n_src || !c->src[src_ids[j]].len) {
+            snprintf(err, errlen, "hypothesis reads source %d, which is not held", src_ids[j]);
+            return -1;
+        }
+        c->hyp_src[c->hyps + j] = src_ids[j];
+        c->hyp_len[c->hyps + j] = 0;
+    }
+    c->hyps += n;
+    return 0;
+}
+
+/* One free slot (growing the pool when none is left); -1 when out of memory. */
+static int cont_slot(const dmt_model *m, struct cont *c) {
+    if (c->n_free == 0) {
+        int add = c->n_slots ? c->n_slots : 1024, n = c->n_slots + add, L = m->decoder.n_layers;
+        size_t d = (size_t)m->cfg.d_model, old = (size_t)c->n_slots * d, now = (size_t)n * d;
+        float *k = malloc((size_t)L * now * sizeof *k), *v = malloc((size_t)L * now * sizeof *v);
+        if (!k || !v || grow_ints(&c->ref, (size_t)n) || grow_ints(&c->free_slots, (size_t)n)) {
+            free(k);
+            free(v);
+            return -1;
+        }
+        for (int l = 0; l < L && old; l++) {
+            memcpy(k + l * now, c->k + l * old, old * sizeof *k);
+            memcpy(v + l * now, c->v + l * old, old * sizeof *v);
+        }
+        free(c->k);
+        free(c->v);
+        c->k = k;
+        c->v = v;
+        for (int i = n - 1; i >= c->n_slots; i--) {
+            c->ref[i] = 0;
+            c->free_slots[c->n_free++] = i;
+        }
+        c->n_slots = n;
+    }
+    int slot = c->free_slots[--c->n_free];
+    c->ref[slot] = 1;
+    return slot;
+}
+
+static void cont_unref(struct cont *c, int slot) {
+    if (--c->ref[slot] == 0) c->free_slots[c->n_free++] = slot;
+}
+
+int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
+    const dmt_model *m = s->m;
+    const dmt_config *cfg = &m->cfg;
+    struct cont *c = s->cont;
+    if (!c || c->hyps == 0) return 0;
+    int H = c->hyps, d = cfg->d_model, L = m->decoder.n_layers;
+    if (fbuf_reserve(&s->x, (size_t)H * d) || reserve_work(s, (size_t)H, 1, (size_t)c->len_cap)) return -1;
+    for (int h = 0; h < H; h++) {
+        if (tokens[h] < 0 || tokens[h] >= cfg->vocab_size || c->hyp_len[h] >= c->len_cap) return -1;
+        int slot = cont_slot(m, c);
+        if (slot < 0) return -1;
+        c->hist[(size_t)h * c->len_cap + c->hyp_len[h]] = slot;
+        embed(m, &m->decoder, s->x.p + (size_t)h * d, tokens + h, 1, c->hyp_len[h], 0);
+    }
+    float *x = s->x.p, alpha = m->decoder.alpha, qscale = 1.0f / sqrtf((float)(d / cfg->heads));
+    for (int l = 0; l < L; l++) {
+        const dmt_layer_weights *w = &m->decoder.layers[l];
+        /* self-attention over each hypothesis' own positions */
+        const float *in = sublayer_input(s, x, H, &w->self_attn_norm);
+        dmt_matmul(s->q.p, in, H, &w->self_attn.q);
+        scale(s->q.p, (long)H * d, qscale);
+        dmt_matmul(s->k.p, in, H, &w->self_attn.k);
+        dmt_matmul(s->v.p, in, H, &w->self_attn.v);
+        float *kc = c->k + (size_t)l * c->n_slots * d, *vc = c->v + (size_t)l * c->n_slots * d;
+        for (int h = 0; h < H; h++) {
+            const int *hist = c->hist + (size_t)h * c->len_cap;
+            size_t at = (size_t)hist[c->hyp_len[h]] * d;
+            memcpy(kc + at, s->k.p + (size_t)h * d, (size_t)d * sizeof(float));
+            memcpy(vc + at, s->v.p + (size_t)h * d, (size_t)d * sizeof(float));
+            dmt_attention_slots(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc, vc, d, hist, c->hyp_len[h] + 1,
+                                cfg->heads, s->scores.p);
+        }
+        dmt_matmul(s->tmp.p, s->attn.p, H, &w->self_attn.out);
+        residual(s, x, H, alpha, &w->self_attn_norm);
+        /* cross-attention over each hypothesis' source */
+        in = sublayer_input(s, x, H, &w->cross_attn_norm);
+        dmt_matmul(s->q.p, in, H, &w->cross_attn.q);
+        scale(s->q.p, (long)H * d, qscale);
+        for (int h = 0; h < H; h++) {
+            const cont_source *cs = &c->src[c->hyp_src[h]];
+            size_t off = (size_t)l * cs->len * d;
+            dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, cs->k + off, cs->v + off, d, 1,
+                          cs->len, cfg->heads, d, -1, s->scores.p);
+        }
+        dmt_matmul(s->tmp.p, s->attn.p, H, &w->cross_attn.out);
+        residual(s, x, H, alpha, &w->cross_attn_norm);
+        ffn_block(s, x, H, w, alpha);
+    }
+    final_norm(&m->decoder, x, H, cfg);
+    dmt_matmul(logprobs, x, H, &m->output_projection);
+    dmt_log_softmax(logprobs, H, cfg->vocab_size);
+    for (int h = 0; h < H; h++) c->hyp_len[h]++;
+    return 0;
+}
+
+int dmt_cont_reorder(dmt_state *s, int n_new, const int *parent) {
+    struct cont *c = s->cont;
+    if (!c) return n_new == 0 ? 0 : -1;
+    int identity = n_new == c->hyps;
+    for (int j = 0; identity && j < n_new; j++) identity = parent[j] == j;
+    if (identity) return 0;
+    if (cont_reserve_hyps(s, c, n_new)) return -1;
+    size_t cap = (size_t)c->len_cap;
+    for (int j = 0; j < n_new; j++) { /* new references first, so shared slots never hit 0 */
+        int p = parent[j], len = c->hyp_len[p];
+        const int *from = c->hist + (size_t)p * cap;
+        memcpy(c->hist_tmp + (size_t)j * cap, from, (size_t)len * sizeof *from);
+        for (int t = 0; t < len; t++) c->ref[from[t]]++;
+        c->src_tmp[j] = c->hyp_src[p];
+        c->len_tmp[j] = len;
+    }
+    for (int h = 0; h < c->hyps; h++)
+        for (int t = 0; t < c->hyp_len[h]; t++) cont_unref(c, c->hist[(size_t)h * cap + t]);
+    int *t = c->hist; c->hist = c->hist_tmp; c->hist_tmp = t;
+    t = c->hyp_src; c->hyp_src = c->src_tmp; c->src_tmp = t;
+    t = c->hyp_len; c->hyp_len = c->len_tmp; c->len_tmp = t;
+    c->hyps = n_new;
+    return 0;
+}
+
+int dmt_cont_hyps(const dmt_state *s) { return s->cont ? s->cont->hyps : 0; }
+int dmt_cont_slots_used(const dmt_state *s) { return s->cont ? s->cont->n_slots - s->cont->n_free : 0; }

@@ -61,4 +61,32 @@ void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent);
 int dmt_decode_steps(const dmt_state *s);
 int dmt_decode_hyps(const dmt_state *s);
 
+/* ---- continuous decoding (a beam session: beam.h) ----
+ * Hypotheses of sentences that joined at different times, each at its own
+ * position. A source is encoded when it joins and its cross-attention K/V kept
+ * until released; the self-attention cache is a pool of slots shared by reference
+ * (the beams of a sentence share their prefix), so what finished returns its slots
+ * and memory follows what is live, not how long the state has run. Independent of
+ * dmt_encode/dmt_decode_* above (it reuses their work buffers, so do not interleave
+ * a dmt_decode_* batch with a continuous one on one state). */
+
+/* Encodes n sources and keeps their cross-attention K/V; ids[i] names source i
+ * for dmt_cont_add_hyps. 0, or -1 with a message. */
+int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const int *src_len, int *ids, char *err,
+                         size_t errlen);
+/* Frees a source once no hypothesis reads it. */
+void dmt_cont_release_source(dmt_state *s, int id);
+/* Appends n hypotheses at position 0, hypothesis j reading source src_ids[j]. */
+int dmt_cont_add_hyps(dmt_state *s, int n, const int *src_ids, char *err, size_t errlen);
+/* Feeds tokens[h] to every hypothesis h at its own next position; log-probabilities
+ * [hyps][vocab] into logprobs. 0, or -1 (a token out of range, a hypothesis at
+ * max_positions, out of memory). */
+int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs);
+/* Hypothesis j continues old hypothesis parent[j], j < n_new (a parent may repeat or
+ * be left out: its cache slots return to the pool). */
+int dmt_cont_reorder(dmt_state *s, int n_new, const int *parent);
+int dmt_cont_hyps(const dmt_state *s);
+/* Cache slots in use (for tests: back to 0 once every hypothesis is gone). */
+int dmt_cont_slots_used(const dmt_state *s);
+
 #endif

@@ -57,6 +57,59 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     return 0;
 }
 
+int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, char *err, size_t errlen) {
+    int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), err, errlen);
+    if (k <= 0) return k;
+    for (int t = 0; t < k; t++)
+        if (is_language_id(m, ids[t])) ids[t] = m->cfg.unk_id;
+    ids[k] = m->cfg.eos_id;
+    return k + 1;
+}
+
+int dmt_translate_decode(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o) {
+    if (!nb) {
+        if (empty_translation(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+        return 0;
+    }
+    if (detokenize(m, nb, o)) {
+        dmt_translate_output_clear(o);
+        if (!o->error[0]) snprintf(o->error, sizeof o->error, "detokenization failed");
+        return -1;
+    }
+    return 0;
+}
+
+/* The caller's dmt_beam_control, seen through the beam search's sentence numbers
+ * (only the sentences that tokenized cleanly reach the search): a finished sentence
+ * is detokenized at once, so the caller may use out[i] from its finished hook. */
+typedef struct {
+    const dmt_beam_control *user;
+    const dmt_model *m;
+    const int *which;          /* search sentence -> input index */
+    dmt_nbest *best;
+    dmt_translate_output *out;
+    char *delivered;           /* [search sentence] detokenized already */
+} relay;
+
+static void deliver(const dmt_model *m, dmt_nbest *nb, dmt_translate_output *o) {
+    if (detokenize(m, nb, o)) {
+        dmt_translate_output_clear(o);
+        if (!o->error[0]) snprintf(o->error, sizeof o->error, "detokenization failed");
+    }
+}
+
+static int relay_cancelled(void *arg, int j) {
+    relay *r = arg;
+    return r->user->cancelled(r->user->arg, r->which[j]);
+}
+
+static void relay_finished(void *arg, int j) {
+    relay *r = arg;
+    deliver(r->m, &r->best[j], &r->out[r->which[j]]);
+    r->delivered[j] = 1;
+    if (r->user->finished) r->user->finished(r->user->arg, r->which[j]);
+}
+
 int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_input *in,
                   const dmt_beam_options *opt, dmt_translate_output *out, char *err, size_t errlen) {
     if (!m->tokenizer) { snprintf(err, errlen, "translate: the model was loaded without its tokenizer"); return -1; }
@@ -65,6 +118,7 @@ int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_i
     for (int i = 0; i < n; i++) memset(&out[i], 0, sizeof out[i]);
     const dmt_config *c = &m->cfg;
     int maxsrc = dmt_translate_max_source_tokens(m), rc = -1, nb = 0;
+    relay r = {0};
     int32_t *ids = malloc((size_t)n * (maxsrc + 1) * sizeof *ids);
     int32_t **rows = malloc((size_t)n * sizeof *rows);
     int *len = malloc((size_t)n * sizeof *len), *forced = malloc((size_t)n * sizeof *forced);
@@ -93,19 +147,29 @@ int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_i
         forced[nb] = in[i].target_id;
         which[nb++] = i;
     }
-    if (nb > 0 && dmt_beam_search(s, nb, (const int32_t *const *)rows, len, forced, opt, best, err, errlen)) goto done;
+    dmt_beam_options o = *opt;
+    dmt_beam_control relayed;
+    r = (relay){opt->control, m, which, best, out, NULL};
+    if (opt->control && nb > 0) {
+        if (!(r.delivered = calloc((size_t)nb, 1))) { snprintf(err, errlen, "out of memory"); goto done; }
+        relayed = (dmt_beam_control){opt->control->cancelled ? relay_cancelled : NULL, relay_finished, &r};
+        o.control = &relayed;
+    }
+    if (nb > 0 && dmt_beam_search(s, nb, (const int32_t *const *)rows, len, forced, &o, best, err, errlen)) goto done;
     for (int j = 0; j < nb; j++) {
-        dmt_translate_output *o = &out[which[j]];
-        if (detokenize(m, &best[j], o)) {
-            dmt_translate_output_clear(o);
-            if (!o->error[0]) snprintf(o->error, sizeof o->error, "detokenization failed");
-        }
+        if (r.delivered && r.delivered[j]) continue;
+        dmt_translate_output *to = &out[which[j]];
+        if (best[j].n == 0 && opt->control && opt->control->cancelled &&
+            opt->control->cancelled(opt->control->arg, which[j]))
+            snprintf(to->error, sizeof to->error, "cancelled");
+        else
+            deliver(m, &best[j], to);
     }
     rc = 0;
 done:
     for (int j = 0; j < nb; j++) dmt_nbest_clear(&best[j]);
     if (rc)
         for (int i = 0; i < n; i++) dmt_translate_output_clear(&out[i]);
-    free(ids); free(rows); free(len); free(forced); free(which); free(best);
+    free(ids); free(rows); free(len); free(forced); free(which); free(best); free(r.delivered);
     return rc;
 }

@@ -37,6 +37,17 @@ int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_i
 
 void dmt_translate_output_clear(dmt_translate_output *o);
 
+/* The two halves of dmt_translate, for a caller that runs its own beam search (the
+ * server's continuous batching, beam.h "beam session"):
+ * one sentence's source ids: its pieces (language tokens made <unk>, see
+ * translate.c) and </s>, into ids (room for dmt_translate_max_source_tokens + 1).
+ * The count with </s>; 0 for an empty sentence (nothing to search: it translates
+ * to ""); -1 with a message in err (invalid UTF-8, too long). */
+int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, char *err, size_t errlen);
+/* A search result into o: texts, scores, out_tokens (o->src_tokens is the caller's).
+ * 0, or -1 with o->error set. nb NULL (an empty sentence) gives "". */
+int dmt_translate_decode(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o);
+
 /* Longest source accepted, in pieces (max_positions minus room for </s>). */
 int dmt_translate_max_source_tokens(const dmt_model *m);
 

@@ -307,8 +307,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
                 const dmt_span *sp = &r->spans[r->first[t] + i];
                 j->text = r->texts[t] + sp->start;
                 j->len = sp->len;
-                j->target_id = tl->id;
-                j->cost = (int)(sp->len / 4) + 2; /* about 4 bytes a piece; refined by nothing, it only caps batches */
+                j->target_id = tl->id; /* the scheduler measures its cost (pieces, beam, max length) */
             }
         }
     }
@@ -388,6 +387,10 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
     if (atomic_load(&r->work.cancelled)) {
         *status = 503;
         return dmt_api_error("the server is shutting down");
+    }
+    if (atomic_load(&r->work.disconnected)) { /* nobody reads it: the client is gone */
+        *status = 499;
+        return dmt_api_error("the client went away");
     }
     if (atomic_load(&r->work.timed_out)) {
         *status = 503;

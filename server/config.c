@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-typedef enum { OPT_STR, OPT_INT, OPT_SIZE, OPT_CHOICE, OPT_KEYS } opt_kind;
+typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_SIZE, OPT_CHOICE, OPT_KEYS } opt_kind;
 
 typedef struct {
     const char *flag;   /* without the leading -- */
@@ -40,6 +40,14 @@ static const option options[] = {
     {"max-batch-tokens", OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",
      "padded source tokens in one batch (estimated) [4096]"},
     {"max-wait-ms", OPT_INT, F(max_wait_ms), 0, 0, 10000, "MS", "how long a batch waits to fill up [5]"},
+    {"batching", OPT_CHOICE, F(batching), 0, 0, 0, "whole|continuous",
+     "continuous: sentences join and leave a worker's running batch between decoder steps; whole: a batch "
+     "runs to its end before the next one starts [continuous]"},
+    {"max-batch-cost", OPT_LONG, F(max_batch_cost), 0, 0, 1L << 40, "N",
+     "summed sentence costs in one batch, a cost being beam x (source + expected output pieces); "
+     "a sentence over it gets 413 (0: auto, the largest one sentence can cost, at least 16384) [0]"},
+    {"max-request-cost", OPT_LONG, F(max_request_cost), 0, 0, 1L << 40, "N",
+     "summed sentence costs of one request; more gets 413 (0: no limit) [1000000]"},
     {"max-body-bytes", OPT_SIZE, F(max_body_bytes), 0, 64, 1L << 30, "BYTES",
      "largest request body (k/M suffixes) [1M]"},
     {"max-chars", OPT_INT, F(max_chars), 0, 1, INT_MAX, "N", "characters per request [20000]"},
@@ -47,7 +55,9 @@ static const option options[] = {
     {"max-queue", OPT_INT, F(max_queue), 0, 1, 1 << 22, "N", "sentences waiting before 429 [4096]"},
     {"max-alternatives", OPT_INT, F(max_alternatives), 0, 0, 16, "N", "largest \"alternatives\" [8]"},
     {"request-timeout", OPT_INT, F(request_timeout_s), 0, 0, 86400, "SEC",
-     "a request waiting longer in the queue gets 503 (0: never) [60]"},
+     "a request waiting longer in the queue before it starts gets 503 (0: never) [60]"},
+    {"drain-timeout", OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",
+     "on SIGTERM, how long to wait for requests in flight before dropping them with 503 [60]"},
     {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
     {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
      "send CORS headers for this origin (\"*\" for any) [off]"},
@@ -68,12 +78,15 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->max_batch_sentences = 32;
     c->max_batch_tokens = 4096;
     c->max_wait_ms = 5;
+    c->max_request_cost = 1000000;
+    c->batching = 1;
     c->max_body_bytes = 1 << 20;
     c->max_chars = 20000;
     c->max_sentences = 512;
     c->max_queue = 4096;
     c->max_alternatives = 8;
     c->request_timeout_s = 60;
+    c->drain_timeout_s = 60;
     c->max_connections = 1024;
 }
 
@@ -98,6 +111,7 @@ void dmt_server_usage(FILE *f) {
         snprintf(left, sizeof left, "--%s %s", options[i].flag, options[i].arg);
         fprintf(f, "  %-30s %s\n  %-30s   env %s\n", left, options[i].help, "", env);
     }
+    fprintf(f, "  %-30s %s\n", "-m DIR", "the same as --model DIR (as in deepmt translate)");
     fprintf(f, "  %-30s %s\n", "-h, --help", "this help");
 }
 
@@ -184,6 +198,17 @@ static int set_option(dmt_server_config *c, const option *o, const char *v, cons
         *(int *)(base + o->offset) = (int)x;
         return 0;
     }
+    case OPT_LONG: {
+        char *end;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (end == v || *end || errno || x < o->lo || x > o->hi) {
+            snprintf(err, errlen, "%s: expected an integer from %ld to %ld, got '%s'", src, o->lo, o->hi, v);
+            return -1;
+        }
+        *(long *)(base + o->offset) = (long)x;
+        return 0;
+    }
     case OPT_SIZE:
         if (parse_size(v, o->lo, o->hi, (size_t *)(base + o->offset))) {
             snprintf(err, errlen, "%s: expected a size from %ld to %ld bytes (k, M suffixes), got '%s'", src, o->lo,
@@ -230,6 +255,15 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
         if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
             dmt_server_usage(stdout);
             return 1;
+        }
+        if (!strcmp(arg, "-m") || !strncmp(arg, "-m=", 3)) { /* as in deepmt translate */
+            const char *v = arg[2] == '=' ? arg + 3 : a + 1 < argc ? argv[++a] : NULL;
+            if (!v) {
+                snprintf(err, errlen, "-m needs a value");
+                return -1;
+            }
+            if (set_option(c, &options[0], v, "-m", 0, err, errlen)) return -1;
+            continue;
         }
         if (strncmp(arg, "--", 2)) {
             snprintf(err, errlen, "unexpected argument '%s' (see deepmt serve --help)", arg);

@@ -14,8 +14,10 @@
 #include "server/internal.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -127,6 +129,22 @@ static void work_done(dmt_work *w) {
     c->suspended = 0;
     pthread_mutex_unlock(&c->mu);
     if (resume) MHD_resume_connection(conn);
+}
+
+/* Polled by the scheduler while the request waits or runs: has the client gone?
+ * The connection is suspended, so libmicrohttpd reads nothing from it meanwhile;
+ * end of stream or a reset on its socket means nobody will read the answer. A
+ * client that sends more (a pipelined request) counts as there. */
+static int work_alive(dmt_work *w) {
+    conn_ctx *c = w->user;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 1;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 1;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return 0;
+    char b;
+    ssize_t got = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
 /* ---- POST /translate ---- */
@@ -250,9 +268,10 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
     }
     r->work.user = c;
     r->work.done = work_done;
+    r->work.alive = work_alive;
     r->work.deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
     pthread_mutex_lock(&c->mu);
-    int rc = dmt_scheduler_submit(srv->sched, &r->work);
+    int rc = dmt_scheduler_submit(srv->sched, &r->work, err, sizeof err);
     if (rc == DMT_SUBMIT_OK) {
         c->state = ST_QUEUED;
         c->suspended = 1;
@@ -260,6 +279,7 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
     }
     pthread_mutex_unlock(&c->mu);
     if (rc == DMT_SUBMIT_OK) return MHD_YES;
+    if (rc == DMT_SUBMIT_TOO_LARGE) return respond_error(c, 413, err);
     if (rc == DMT_SUBMIT_FULL) {
         dmt_metrics_rejected(srv->metrics);
         return respond_json_h(c, 429, dmt_api_error("too many requests: the translation queue is full"),
@@ -452,6 +472,15 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     atomic_fetch_sub(&srv->active, 1);
 }
 
+/* Counts open connections, so that a drain also waits for requests that are still
+ * arriving (no callback has seen them yet). */
+static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code) {
+    dmt_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&srv->connections, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&srv->connections, 1);
+}
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     dmt_server *srv = cls;
     char msg[512];
@@ -482,6 +511,7 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
                                    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
+                                   MHD_OPTION_NOTIFY_CONNECTION, connection_event, srv,
                                    MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->daemon) {

@@ -3,7 +3,8 @@
  *   server.c     startup, signals, drain and shutdown, access log
  *   http.c       libmicrohttpd glue: routing, body limits, suspend/resume, responses
  *   api.c        the JSON API: request validation, sentence splitting, responses
- *   scheduler.c  the sentence queue, dynamic batching, model workers
+ *   scheduler.c  the sentence queue, model workers, cancellation
+ *   policy.c     which queued sentences run next (policy.h: pure, unit-tested)
  *   metrics.c    counters and histograms, Prometheus text
  *   detect.c     a cheap language guess for source "auto"
  */
@@ -35,7 +36,7 @@ void dmt_metrics_rejected(dmt_metrics *m); /* a request refused because the queu
 /* The Prometheus text exposition; malloc'd, NUL-terminated. */
 char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, int ready, int active_requests);
 
-/* ---- scheduler.c: queue + batching + workers ---- */
+/* ---- scheduler.c: queue + batching + workers (policy.h decides what runs) ---- */
 
 typedef struct dmt_work dmt_work;
 
@@ -44,26 +45,31 @@ typedef struct {
     const char *text;          /* borrowed from the request */
     size_t len;
     int target_id;             /* language token id */
-    int cost;                  /* estimated source tokens (batch token cap) */
     dmt_work *work;            /* owner */
     dmt_translate_output out;  /* filled by a worker */
     int internal_error;        /* the whole batch failed (out of memory...): 500 */
 } dmt_job;
 
 /* All sentences of one request; they share decoding options. The scheduler calls
- * done(w) exactly once, from a worker thread, when every job has an output, has
- * failed or has timed out. */
+ * done(w) exactly once, from a scheduler thread, when every job has an output,
+ * has failed, timed out or was cancelled. */
 struct dmt_work {
     dmt_job *jobs;
     int n_jobs;
     dmt_beam_options opt;
-    double deadline;           /* dmt_now() after which queued jobs are dropped; 0 = never */
+    double deadline;           /* dmt_now() after which a request not yet started is dropped; 0 = never */
     void (*done)(dmt_work *w);
+    /* Polled by the scheduler while the request is queued or running (never after
+     * done): 0 once its client has gone, and the request is dropped. NULL: never. */
+    int (*alive)(dmt_work *w);
     void *user;
     /* scheduler-owned */
     atomic_int pending;
-    atomic_int timed_out;      /* some jobs were dropped at the deadline */
-    atomic_int cancelled;      /* some jobs were dropped at shutdown */
+    atomic_int timed_out;      /* dropped at its deadline before it started */
+    atomic_int cancelled;      /* dropped at shutdown */
+    atomic_int disconnected;   /* dropped because its client went away */
+    long *cost;                /* [n_jobs] policy costs */
+    int *tokens;               /* [n_jobs] source pieces */
     double enqueued;
 };
 
@@ -72,6 +78,9 @@ typedef struct {
     int max_batch_sentences, max_batch_tokens, max_wait_ms;
     int max_queue;             /* sentences */
     int precision;             /* dmt_precision of the model's products */
+    long max_batch_cost;       /* summed policy costs in one batch (policy.h) */
+    long max_request_cost;     /* of one request; 0 = no limit */
+    int continuous;            /* iteration-level batching (a beam session a worker); 0: whole batches */
 } dmt_scheduler_options;
 
 typedef struct dmt_scheduler dmt_scheduler;
@@ -87,16 +96,18 @@ int dmt_scheduler_ready(dmt_scheduler *s);
 const dmt_model *dmt_scheduler_model(dmt_scheduler *s); /* NULL until ready */
 double dmt_scheduler_load_seconds(dmt_scheduler *s);
 
-enum { DMT_SUBMIT_OK = 0, DMT_SUBMIT_FULL = -1, DMT_SUBMIT_NOT_READY = -2 };
-/* Queues every job of w (n_jobs >= 1). On DMT_SUBMIT_OK, w belongs to the
- * scheduler until done(w) is called; otherwise nothing was queued. */
-int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w);
+enum { DMT_SUBMIT_OK = 0, DMT_SUBMIT_FULL = -1, DMT_SUBMIT_NOT_READY = -2, DMT_SUBMIT_TOO_LARGE = -3 };
+/* Measures every job of w (n_jobs >= 1: source pieces, cost) and queues them. On
+ * DMT_SUBMIT_OK, w belongs to the scheduler until done(w) is called; otherwise
+ * nothing was queued. DMT_SUBMIT_TOO_LARGE: w can never run under the batch or
+ * request limits (message in err, for a 413). */
+int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen);
 
 int dmt_scheduler_queued(dmt_scheduler *s);  /* sentences waiting */
 int dmt_scheduler_busy(dmt_scheduler *s);    /* workers running a batch */
 
-/* Drops every queued job (their requests finish with an error); batches being
- * run are not interrupted. For a shutdown that should not wait. */
+/* Drops every queued job and makes running batches drop theirs at the next decoder
+ * step (their requests finish with 503). For a shutdown that should not wait. */
 void dmt_scheduler_cancel(dmt_scheduler *s);
 /* Lets the workers finish everything queued and joins every thread; later
  * submits are refused (DMT_SUBMIT_NOT_READY). The scheduler stays valid. */
@@ -153,6 +164,7 @@ typedef struct dmt_server {
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
     atomic_int active;         /* requests between their first callback and completion */
+    atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */
     double started;
 } dmt_server;

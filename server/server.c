@@ -3,10 +3,11 @@
  *   1. read config.json (fails fast on a missing or bad model directory);
  *   2. open the HTTP socket: /health answers at once, /ready says 503 "loading";
  *   3. load the weights on a background thread, then start the workers (/ready 200);
- *   4. on SIGTERM or SIGINT: stop accepting connections, let every request in
- *      flight finish (a second signal cuts the wait short), stop the workers and
- *      the HTTP threads, exit 0. A signal during the load exits at once: the
- *      loader is not waited for (nothing depends on it).
+ *   4. on SIGTERM or SIGINT: stop accepting connections, answer every request in
+ *      flight or still arriving on an open connection (within --drain-timeout; a
+ *      second signal cuts the wait short), stop the workers and the HTTP threads,
+ *      exit 0. A signal during the load exits at once: the loader is not waited
+ *      for (nothing depends on it).
  * Signals are turned into bytes on a pipe by a handler (the only global here):
  * BLAS creates threads before main() that would not block them, so sigwait()
  * could not be relied on.
@@ -148,6 +149,46 @@ static int check_model_dir(const dmt_server_config *cfg, dmt_config *mcfg) {
     return 0;
 }
 
+/* --max-batch-cost 0: the most one sentence may cost under the API's limits (beam
+ * 16 at most, max_positions pieces in and out), so any valid request can run, but
+ * at least 16384 so that ordinary sentences fill batches of 32. */
+static long batch_cost(const dmt_server_config *cfg, const dmt_config *mcfg) {
+    if (cfg->max_batch_cost > 0) return cfg->max_batch_cost;
+    long one = 16L * 2 * mcfg->max_positions;
+    return one > 16384 ? one : 16384;
+}
+
+#define DRAIN_LINGER_S 2.0 /* how long a drain keeps connections with no request in flight */
+
+/* Stops accepting connections and answers what was accepted: requests in flight,
+ * and requests still arriving on open connections (headers half sent at the
+ * signal, a keep-alive connection's next request), all with Connection: close.
+ * A connection with nothing in flight is kept DRAIN_LINGER_S (an idle keep-alive
+ * connection shows nothing until its client sends). After --drain-timeout, or on
+ * a second signal, queued and running work is dropped with 503. */
+static void drain(dmt_server *srv) {
+    const dmt_server_config *cfg = srv->cfg;
+    dmt_http_quiesce(srv);
+    double t0 = dmt_now(), limit = t0 + cfg->drain_timeout_s, linger = t0 + DRAIN_LINGER_S;
+    for (;;) {
+        double now = dmt_now();
+        int active = atomic_load(&srv->active), open = atomic_load(&srv->connections);
+        if (active == 0 && (open == 0 || now >= linger || now >= limit)) return;
+        if (now >= limit) {
+            dmt_server_log(cfg, "drain timeout (%d s): dropping the work of %d request(s)", cfg->drain_timeout_s,
+                           active);
+            break;
+        }
+        char ev = wait_event(20);
+        if (ev == 'T' || ev == 'I') {
+            dmt_server_log(cfg, "second signal: dropping queued work, stopping without waiting for %d request(s)",
+                           atomic_load(&srv->active));
+            break;
+        }
+    }
+    dmt_scheduler_cancel(srv->sched);
+}
+
 int dmt_server_run(const dmt_server_config *cfg) {
     dmt_server srv = {.cfg = cfg};
     char err[1024];
@@ -168,7 +209,8 @@ int dmt_server_run(const dmt_server_config *cfg) {
     srv.metrics = dmt_metrics_new();
     srv.sched = dmt_scheduler_new((dmt_scheduler_options){cfg->workers, cfg->threads, cfg->max_batch_sentences,
                                                           cfg->max_batch_tokens, cfg->max_wait_ms, cfg->max_queue,
-                                                          cfg->precision},
+                                                          cfg->precision, batch_cost(cfg, &srv.model_cfg),
+                                                          cfg->max_request_cost, cfg->batching == 1},
                                   srv.metrics);
     if (!srv.metrics || !srv.sched) {
         fprintf(stderr, "deepmt serve: out of memory\n");
@@ -179,10 +221,11 @@ int dmt_server_run(const dmt_server_config *cfg) {
         goto out;
     }
     dmt_server_log(cfg, "listening on http://%s%s%s:%d (model %s loading; %d worker%s, %d BLAS thread%s each, "
-                        "%s BLAS kernels, batches of up to %d sentences)",
+                        "%s BLAS kernels, %s batches of up to %d sentences)",
                    strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", dmt_http_port(&srv),
                    cfg->model_dir, cfg->workers, cfg->workers == 1 ? "" : "s", cfg->threads,
-                   cfg->threads == 1 ? "" : "s", dmt_blas_corename(), cfg->max_batch_sentences);
+                   cfg->threads == 1 ? "" : "s", dmt_blas_corename(), cfg->batching == 1 ? "continuous" : "whole",
+                   cfg->max_batch_sentences);
     load_state ls = {.srv = &srv};
     if (dmt_scheduler_load_async(srv.sched, cfg->model_dir, on_loaded, &ls)) {
         fprintf(stderr, "deepmt serve: cannot start the loader thread\n");
@@ -213,18 +256,7 @@ int dmt_server_run(const dmt_server_config *cfg) {
         fflush(NULL);
         _exit(status);
     }
-    /* drain: no new connections; requests in flight finish */
-    dmt_http_quiesce(&srv);
-    double limit = dmt_now() + (cfg->request_timeout_s > 0 ? cfg->request_timeout_s : 60) + 30;
-    while (atomic_load(&srv.active) > 0 && dmt_now() < limit) {
-        char ev = wait_event(20);
-        if (ev == 'T' || ev == 'I') {
-            dmt_server_log(cfg, "second signal: dropping queued work, stopping without waiting for %d request(s)",
-                           atomic_load(&srv.active));
-            dmt_scheduler_cancel(srv.sched);
-            break;
-        }
-    }
+    drain(&srv);
 stop:
     dmt_scheduler_stop(srv.sched); /* finishes what is queued, resuming those connections */
     for (int i = 0; i < 100 && atomic_load(&srv.active) > 0; i++) wait_event(20);

@@ -23,12 +23,16 @@ typedef struct {
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
     int max_batch_tokens;    /* --max-batch-tokens: padded source tokens in one batch */
     int max_wait_ms;         /* --max-wait-ms: how long a batch waits to fill up */
+    int batching;            /* --batching: 0 whole batches, 1 continuous (iteration-level) */
+    long max_batch_cost;     /* --max-batch-cost: summed sentence costs in one batch; 0 = auto */
+    long max_request_cost;   /* --max-request-cost: of one request; 0 = no limit */
     size_t max_body_bytes;   /* --max-body-bytes */
     int max_chars;           /* --max-chars: characters (code points) per request */
     int max_sentences;       /* --max-sentences: sentences per request after splitting */
     int max_queue;           /* --max-queue: sentences waiting; more gets 429 */
     int max_alternatives;    /* --max-alternatives */
-    int request_timeout_s;   /* --request-timeout: seconds a request may wait in the queue */
+    int request_timeout_s;   /* --request-timeout: seconds a request may wait in the queue before it starts */
+    int drain_timeout_s;     /* --drain-timeout: seconds a SIGTERM drain waits for requests in flight */
     int max_connections;     /* --max-connections */
     char cors_origin[256];   /* --cors-origin: "" = no CORS headers */
     int log_json;            /* --log-format json (else text) */

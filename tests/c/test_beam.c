@@ -321,6 +321,131 @@ static void single_vs_batch_test(const dmt_model *m, dmt_state *s) {
           "%d differ without a near-tie (largest gap %.2e)", total - agree - explained, worst_gap);
 }
 
+/* The control hooks: sentences cancelled between steps leave the batch (empty
+ * output, no finished call); the others give what they give without the hooks,
+ * each announced exactly once. */
+typedef struct {
+    int polls[32], cancel_at[32], was_cancelled[32], finished[32];
+} control_log;
+
+static int log_cancelled(void *arg, int i) {
+    control_log *l = arg;
+    if (++l->polls[i] < l->cancel_at[i] || l->cancel_at[i] == 0) return 0;
+    l->was_cancelled[i] = 1;
+    return 1;
+}
+
+static void log_finished(void *arg, int i) { ((control_log *)arg)->finished[i]++; }
+
+static void control_test(const dmt_model *m, dmt_state *s) {
+    enum { B = 24 };
+    dmt_beam_options o = dmt_beam_options_default(&m->cfg);
+    o.beam_size = 4;
+    o.nbest = 2;
+    char err[256];
+    dmt_nbest plain[B], ctl[B];
+    batch b;
+    random_batch(&b, B, &m->cfg, 40);
+    int ok = run(s, &b, &o, plain, err, sizeof err) == 0;
+    control_log log = {0};
+    for (int i = 0; i < B; i++) log.cancel_at[i] = i % 3 == 1 ? 1 + i / 3 : i == 0 ? 1 : 0; /* 0: never */
+    dmt_beam_control c = {log_cancelled, log_finished, &log};
+    dmt_beam_options oc = o;
+    oc.control = &c;
+    ok = ok && run(s, &b, &oc, ctl, err, sizeof err) == 0;
+    int cancelled = 0, bad = 0, explained = 0;
+    for (int i = 0; ok && i < B; i++) {
+        if (log.was_cancelled[i]) {
+            cancelled++;
+            bad += ctl[i].n != 0 || log.finished[i] != 0;
+        } else if (log.finished[i] != 1) {
+            bad++;
+        } else if (!same_nbest(&plain[i], &ctl[i])) {
+            if (fminf(plain[i].min_gap, ctl[i].min_gap) < 1e-4) explained++;
+            else bad++;
+        }
+    }
+    CHECK(ok && cancelled >= 2 && bad == 0,
+          "control: cancelled sentences leave the batch (empty), the rest are unchanged and announced once",
+          "%s; %d cancelled, %d wrong, %d near-tie differences", err, cancelled, bad, explained);
+    if (ok) {
+        clear_all(plain, B);
+        clear_all(ctl, B);
+    }
+    batch_free(&b);
+}
+
+/* A beam session: sentences joining at different steps (and one cancelled) give
+ * what each gives alone with dmt_beam_search; the cache is empty afterwards. */
+static void session_test(const dmt_model *m, dmt_state *s, int max_repeats) {
+    enum { B = 20 };
+    dmt_beam_options o = dmt_beam_options_default(&m->cfg);
+    o.beam_size = 4;
+    o.nbest = 2;
+    o.max_repeats = max_repeats; /* the guard reads each sentence's source */
+    char err[256] = "";
+    batch b;
+    random_batch(&b, B, &m->cfg, 40);
+    dmt_nbest alone[B], got[B];
+    int ok = 1, have[B] = {0};
+    for (int i = 0; ok && i < B; i++) {
+        batch single = {1, &b.src[i], &b.len[i], &b.forced[i]};
+        ok = run(s, &single, &o, &alone[i], err, sizeof err) == 0;
+    }
+    dmt_state *st = dmt_state_new(m);
+    dmt_beam_session *ses = ok ? dmt_beam_session_new(st, &o, 6, err, sizeof err) : NULL;
+    int next = 0, steps = 0, cancelled = 7, finished = 0, max_active = 0, asked = 0;
+    while (ses && ok && (next < B || dmt_beam_session_active(ses) > 0) && steps < 5000) {
+        /* one or two join every third step while there is room */
+        int want = steps % 3 == 0 ? 1 + steps % 2 : 0, room = dmt_beam_session_room(ses);
+        if (want > room) want = room;
+        if (want > B - next) want = B - next;
+        if (want > 0) {
+            int tags[2] = {next, next + 1};
+            ok = dmt_beam_session_admit(ses, want, (const int32_t *const *)&b.src[next], &b.len[next],
+                                        &b.forced[next], tags, err, sizeof err) == 0;
+            next += want;
+        }
+        if (next > cancelled && !asked) { /* it has just joined: cancelled before its first step */
+            dmt_beam_session_cancel(ses, cancelled);
+            asked = 1;
+        }
+        if (dmt_beam_session_active(ses) > max_active) max_active = dmt_beam_session_active(ses);
+        ok = ok && dmt_beam_session_step(ses, err, sizeof err) == 0;
+        int tag;
+        dmt_nbest nb;
+        while (ok && dmt_beam_session_take(ses, &tag, &nb)) {
+            got[tag] = nb;
+            have[tag] = 1;
+            finished++;
+        }
+        steps++;
+    }
+    int same = 0, explained = 0, bad = 0;
+    for (int i = 0; i < B; i++) {
+        if (!have[i]) continue;
+        if (same_nbest(&alone[i], &got[i])) same++;
+        else if (fminf(alone[i].min_gap, got[i].min_gap) < 1e-4) explained++;
+        else bad++;
+    }
+    CHECK(ses && ok && finished == B - 1 && !have[cancelled] && max_active > 1,
+          "beam session: sentences join between steps, finish one by one, a cancelled one leaves",
+          "%s; %d finished, max %d active", err, finished, max_active);
+    CHECK(ok && bad == 0, "beam session: each sentence = the same sentence alone (dmt_beam_search)",
+          "%d differ beyond near-ties (%d same, %d near-tie)", bad, same, explained);
+    printf("# beam session (max_repeats %d): %d of %d identical to alone, %d near-tie differences, %d steps\n",
+           max_repeats, same, finished, explained, steps);
+    CHECK(dmt_cont_slots_used(st) == 0 && dmt_cont_hyps(st) == 0, "beam session: every cache slot is returned",
+          "%d slots, %d hypotheses", dmt_cont_slots_used(st), dmt_cont_hyps(st));
+    dmt_beam_session_free(ses);
+    dmt_state_free(st);
+    for (int i = 0; i < B; i++) {
+        dmt_nbest_clear(&alone[i]);
+        if (have[i]) dmt_nbest_clear(&got[i]);
+    }
+    batch_free(&b);
+}
+
 static int has_repeated_ngram(const dmt_hypothesis *h, int n) {
     for (int a = 0; a + n <= h->n_tokens; a++)
         for (int b = a + 1; b + n <= h->n_tokens; b++)
@@ -675,6 +800,9 @@ int main(void) {
         property_tests(m, s);
         repeat_guard_tests(m, s);
         single_vs_batch_test(m, s);
+        control_test(m, s);
+        session_test(m, s, 0);
+        session_test(m, s, 1);
         dmt_state_free(s);
         dmt_model_free(m);
     }

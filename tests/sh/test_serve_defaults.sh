@@ -56,4 +56,11 @@ if grep -q 'lacks' "$log"; then
 else
     grep -q '(avx512bf16 BF16 products); ready' "$log"; ok $? "--precision bf16 serves with bf16 products" "$(head -c 400 "$log")"
 fi
+# one option vocabulary: -m DIR as in deepmt translate
+"$BIN" serve -m "$MODEL" --port 0 >"$log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 50 ] && ! grep -q 'ready\|cannot\|unexpected' "$log"; do sleep 0.1; i=$((i + 1)); done
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+grep -q "model $MODEL loading" "$log" && grep -q 'ready' "$log"; ok $? "serve -m DIR works like translate -m DIR" "$(head -c 300 "$log")"
 tap_done

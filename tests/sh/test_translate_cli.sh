@@ -69,6 +69,8 @@ ok "$(cmp -s "$tmp/alone.txt" "$tmp/batched.txt"; echo $?)" "output is in input 
     "$(diff "$tmp/alone.txt" "$tmp/batched.txt" | head -5 | tr '\n' '|')"
 t -m "$MODEL" --target de --beam 3 --batch-size 32 --workers 2 --threads 2 <"$tmp/in.txt"
 ok "$(cmp -s "$out" "$tmp/batched.txt"; echo $?)" "--workers 2 --threads 2 and --batch-size 32 give the same output"
+t -m "$MODEL" --target de --beam 3 --batch-size 3 --batching continuous <"$tmp/in.txt"
+ok "$(cmp -s "$out" "$tmp/batched.txt"; echo $?)" "--batching continuous gives the same output"
 t -m "$MODEL" --target fr --beam 3 <"$tmp/in.txt"
 ok "$([ "$rc" = 0 ] && ! cmp -s "$out" "$tmp/batched.txt"; echo $?)" "--target fr gives other output than --target de"
 

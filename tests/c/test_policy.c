@@ -1,0 +1,253 @@
+/* test_policy.c — the server's batching policy (server/policy.h), step by step,
+ * without threads or a model: cost accounting and limits, fairness (a small request
+ * runs in the next batch while a large one is queued), no starvation of the large
+ * one, order within a request, option keys, deadlines and cancellation.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/policy.h"
+#include "tests/c/check.h"
+
+#define MAXN 512
+
+typedef struct {
+    int id;
+    long cost[MAXN];
+    int tokens[MAXN];
+    int n;
+} req;
+
+static void fill(req *r, int id, int n, int beam, int tokens) {
+    r->id = id;
+    r->n = n;
+    for (int i = 0; i < n; i++) {
+        r->tokens[i] = tokens;
+        r->cost[i] = dmt_policy_cost(beam, tokens, 254);
+    }
+}
+
+static int add(dmt_policy *p, req *r, const void *key, double deadline, double now) {
+    dmt_policy_request pr = {r, key, r->n, r->cost, r->tokens, deadline};
+    return dmt_policy_add(p, &pr, now);
+}
+
+static int count_of(const dmt_policy_pick *b, int n, const req *r) {
+    int k = 0;
+    for (int i = 0; i < n; i++) k += b[i].owner == r;
+    return k;
+}
+
+static void test_cost(void) {
+    CHECK(dmt_policy_cost(4, 10, 254) == 4 * (10 + 1 + 16), "cost = beam x (source + </s> + expected output)",
+          "%ld", dmt_policy_cost(4, 10, 254));
+    CHECK(dmt_policy_cost(16, 190, 254) == 16L * (191 + 241), "a long source at beam 16", "%ld",
+          dmt_policy_cost(16, 190, 254));
+    CHECK(dmt_policy_cost(4, 100, 20) == 4 * (101 + 20), "the expected output is capped by max_length");
+    CHECK(dmt_policy_cost(8, 10, 254) == 2 * dmt_policy_cost(4, 10, 254), "cost grows with the beam (alternatives)");
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 8}, NULL);
+    static req a, b;
+    fill(&a, 1, 3, 4, 10);
+    fill(&b, 2, 2, 16, 50);
+    add(p, &a, NULL, 0, 1.0);
+    add(p, &b, NULL, 0, 2.0);
+    long want = 3 * a.cost[0] + 2 * b.cost[0];
+    CHECK(dmt_policy_queued(p) == 5 && dmt_policy_queued_cost(p) == want && dmt_policy_requests(p) == 2,
+          "queued sentences, requests and cost are accounted", "%d %ld", dmt_policy_queued(p),
+          dmt_policy_queued_cost(p));
+    CHECK(dmt_policy_oldest(p) == 1.0, "the oldest waiting request's arrival");
+    dmt_policy_pick out[8];
+    int n = dmt_policy_take(p, 8, out);
+    CHECK(n == 5 && dmt_policy_queued(p) == 0 && dmt_policy_queued_cost(p) == 0 && dmt_policy_requests(p) == 0,
+          "taking everything empties the accounts");
+    dmt_policy_free(p);
+}
+
+static void test_check(void) {
+    dmt_policy_limits lim = {.max_batch_sentences = 32, .max_batch_tokens = 4096, .max_batch_cost = 10000,
+                             .max_request_cost = 50000};
+    char err[512];
+    long c[3] = {5000, 9000, 100};
+    int t[3] = {100, 200, 5};
+    CHECK(dmt_policy_check(&lim, 3, c, t, err, sizeof err) == 0, "a request within the limits passes");
+    c[1] = 12000;
+    CHECK(dmt_policy_check(&lim, 3, c, t, err, sizeof err) == 413 && strstr(err, "sentence 2") &&
+              strstr(err, "--max-batch-cost"),
+          "a sentence over the batch cost: 413 naming it and the limit", "%s", err);
+    c[1] = 9000;
+    t[2] = 5000;
+    CHECK(dmt_policy_check(&lim, 3, c, t, err, sizeof err) == 413 && strstr(err, "sentence 3"),
+          "a sentence over the batch tokens: 413", "%s", err);
+    t[2] = 5;
+    long many[10];
+    int tok[10];
+    for (int i = 0; i < 10; i++) many[i] = 6000, tok[i] = 10;
+    CHECK(dmt_policy_check(&lim, 10, many, tok, err, sizeof err) == 413 && strstr(err, "--max-request-cost") &&
+              strstr(err, "60000"),
+          "a request over the request cost: 413 with its cost and the limit", "%s", err);
+    lim.max_request_cost = 0;
+    CHECK(dmt_policy_check(&lim, 10, many, tok, err, sizeof err) == 0, "max_request_cost 0: no request limit");
+}
+
+/* A large request is queued; a small one arriving later runs in the very next
+ * batch, and the large one keeps progressing while small ones keep coming. */
+static void test_fairness(void) {
+    static req big, small[40];
+    fill(&big, 0, 200, 16, 190); /* the heavy request: 200 long sentences, beam 16 */
+    long per = big.cost[0];
+    dmt_policy_limits lim = {.max_batch_sentences = 32, .max_batch_tokens = 1 << 20, .max_batch_cost = 2 * per};
+    dmt_policy *p = dmt_policy_new(lim, NULL);
+    add(p, &big, NULL, 0, 0);
+    dmt_policy_pick b[32];
+    int n = dmt_policy_take(p, 32, b);
+    CHECK(n == 2 && count_of(b, n, &big) == 2 && b[0].index == 0 && b[1].index == 1,
+          "the batch cost caps a batch of heavy sentences (2 of them), taken in order", "n=%d", n);
+    fill(&small[0], 1, 1, 4, 12);
+    add(p, &small[0], NULL, 0, 1);
+    n = dmt_policy_take(p, 32, b);
+    CHECK(count_of(b, n, &small[0]) == 1, "a small request arriving while a large one waits runs in the next batch",
+          "n=%d", n);
+    /* a steady stream: one small request per batch, for 39 batches */
+    int big_taken = 0, small_late = 0;
+    for (int k = 1; k < 40; k++) {
+        fill(&small[k], 1 + k, 1, 4, 12);
+        add(p, &small[k], NULL, 0, 1 + k);
+        n = dmt_policy_take(p, 32, b);
+        big_taken += count_of(b, n, &big);
+        small_late += count_of(b, n, &small[k]) != 1;
+        for (int i = 1; i < n; i++)
+            if (b[i].owner == &big && b[i - 1].owner == &big && b[i].index != b[i - 1].index + 1) small_late += 100;
+    }
+    CHECK(small_late == 0, "every small request of a steady stream runs in the batch after it arrives", "%d",
+          small_late);
+    CHECK(big_taken >= 39, "the large request is not starved: at least one of its sentences in each batch",
+          "%d sentences in 39 batches", big_taken);
+    while (dmt_policy_queued(p) > 0) n = dmt_policy_take(p, 32, b);
+    CHECK(dmt_policy_requests(p) == 0, "the large request is eventually taken completely");
+    dmt_policy_free(p);
+}
+
+/* Two medium requests of equal sentences share batches half and half. */
+static void test_round_robin(void) {
+    static req a, c;
+    fill(&a, 1, 40, 4, 20);
+    fill(&c, 2, 40, 4, 20);
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 8}, NULL);
+    add(p, &a, NULL, 0, 0);
+    add(p, &c, NULL, 0, 0.5);
+    dmt_policy_pick b[8];
+    int n = dmt_policy_take(p, 8, b), na = count_of(b, n, &a), nc = count_of(b, n, &c);
+    CHECK(n == 8 && na == 4 && nc == 4, "two equal requests share a batch half and half", "%d %d", na, nc);
+    n = dmt_policy_take(p, 3, b);
+    CHECK(n == 3, "the caller's limit (an even share for idle workers) bounds the batch");
+    dmt_policy_free(p);
+}
+
+static int same_int(const void *x, const void *y) { return *(const int *)x == *(const int *)y; }
+
+static void test_keys(void) {
+    static req a, c, d;
+    int k4a = 4, k4b = 4, k8 = 8;
+    fill(&a, 1, 3, 4, 10);
+    fill(&c, 2, 3, 8, 10);
+    fill(&d, 3, 3, 4, 10);
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 16}, same_int);
+    add(p, &a, &k4a, 0, 0);
+    add(p, &c, &k8, 0, 1);
+    add(p, &d, &k4b, 0, 2);
+    dmt_policy_pick b[16];
+    int n = dmt_policy_take(p, 16, b);
+    CHECK(n == 6 && count_of(b, n, &a) == 3 && count_of(b, n, &d) == 3,
+          "only requests with equal decoding options share a batch", "n=%d", n);
+    n = dmt_policy_take(p, 16, b);
+    CHECK(n == 3 && count_of(b, n, &c) == 3, "the other options get the next batch");
+    dmt_policy_free(p);
+}
+
+/* Continuous batching: adding to a running batch keeps its options and the cost
+ * left; a heavy sentence that does not fit waits while a light one joins. */
+static void test_take_more(void) {
+    static req heavy, light, other;
+    int k16a = 16, k16b = 16, k4 = 4;
+    fill(&heavy, 1, 10, 16, 190);
+    fill(&light, 2, 1, 16, 10);
+    fill(&other, 3, 2, 4, 10);
+    long per = heavy.cost[0];
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 32, .max_batch_cost = 2 * per + 1000},
+                                   same_int);
+    add(p, &heavy, &k16a, 0, 0);
+    add(p, &other, &k4, 0, 0.5);
+    dmt_policy_pick b[32];
+    int n = dmt_policy_take_more(p, NULL, 0, 32, b);
+    CHECK(n == 2 && count_of(b, n, &heavy) == 2, "an empty running batch: the first pick decides, 2 heavy fit",
+          "n=%d", n);
+    add(p, &light, &k16b, 0, 1);
+    n = dmt_policy_take_more(p, &k16a, 2 * per, 32, b);
+    CHECK(n == 1 && b[0].owner == &light, "running 2 heavy: a light sentence joins, the third heavy waits",
+          "n=%d", n);
+    n = dmt_policy_take_more(p, &k16a, per, 32, b);
+    CHECK(n == 1 && b[0].owner == &heavy && b[0].index == 2, "one heavy left: the next heavy joins in order");
+    n = dmt_policy_take_more(p, &k16a, 0, 0, b);
+    CHECK(n == 0, "no room (limit 0): nothing joins");
+    n = dmt_policy_take_more(p, NULL, 2 * per, 32, b);
+    CHECK(n == 2 && count_of(b, n, &other) == 2,
+          "another session running 2 heavy (no key, cost used): only what fits the cost left", "n=%d", n);
+    add(p, &other, &k4, 0, 2);
+    n = dmt_policy_take_more(p, &k4, 0, 32, b);
+    CHECK(n == 2 && count_of(b, n, &other) == 2, "other options only join a batch of their own");
+    dmt_policy_free(p);
+}
+
+static void test_caps(void) {
+    static req a;
+    fill(&a, 1, 10, 4, 100);
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 16, .max_batch_tokens = 350}, NULL);
+    add(p, &a, NULL, 0, 0);
+    dmt_policy_pick b[16];
+    int n = dmt_policy_take(p, 16, b);
+    CHECK(n == 3, "padded source tokens cap a batch (3 x 100 <= 350)", "n=%d", n);
+    dmt_policy_free(p);
+}
+
+static void test_deadline_cancel(void) {
+    static req a, c, d;
+    fill(&a, 1, 6, 4, 10);
+    fill(&c, 2, 2, 4, 10);
+    fill(&d, 3, 2, 4, 10);
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 2}, NULL);
+    add(p, &a, NULL, 5.0, 0);
+    add(p, &c, NULL, 5.0, 0.1);
+    add(p, &d, NULL, 0, 0.2);
+    dmt_policy_pick b[2];
+    int n = dmt_policy_take(p, 2, b); /* one of a, one of c */
+    CHECK(n == 2 && count_of(b, n, &a) == 1 && count_of(b, n, &c) == 1, "first batch: a and c start");
+    void *gone[4];
+    CHECK(dmt_policy_expire(p, 4.0, gone, 4) == 0, "nothing expires before its deadline");
+    add(p, &(req){0}, NULL, 0, 0); /* n = 0: ignored */
+    static req e;
+    fill(&e, 4, 3, 4, 10);
+    add(p, &e, NULL, 5.5, 4.5);
+    int k = dmt_policy_expire(p, 6.0, gone, 4);
+    CHECK(k == 1 && gone[0] == &e, "past its deadline, a request not started leaves the queue", "k=%d", k);
+    CHECK(dmt_policy_queued(p) == 5 + 1 + 2, "a started request past its deadline keeps its queued sentences",
+          "%d", dmt_policy_queued(p));
+    CHECK(dmt_policy_remove(p, &a) == 5 && dmt_policy_queued(p) == 3, "cancelling drops its queued sentences");
+    CHECK(dmt_policy_remove(p, &a) == 0, "cancelling twice is harmless");
+    n = dmt_policy_take(p, 2, b);
+    int ci = b[0].owner == &c ? 0 : 1;
+    CHECK(n == 2 && b[ci].owner == &c && b[ci].index == 1 && b[!ci].owner == &d && b[!ci].index == 0,
+          "the others run on, each in order");
+    dmt_policy_free(p);
+}
+
+int main(void) {
+    test_cost();
+    test_check();
+    test_fairness();
+    test_round_robin();
+    test_keys();
+    test_caps();
+    test_take_more();
+    test_deadline_cancel();
+    return check_done();
+}
