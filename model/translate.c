@@ -4,6 +4,10 @@
  * (__de__) as a user-defined piece, so typing "__de__" would put a real language
  * token into the source. Any language-token id in an encoded source (a piece of the
  * form __xx__, or an id config.json lists as a language) becomes unk_id instead.
+ *
+ * ALL-CAPS input (model/casing.h): with config.json's decoding.all_caps "lower", a
+ * sentence typed in capitals is tokenized in sentence case and its translations are
+ * given back in capitals (dmt_translate_output.all_caps).
  */
 #include "model/translate.h"
 
@@ -11,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/casing.h"
 #include "tokenizer/tokenizer.h"
 
 int dmt_translate_max_source_tokens(const dmt_model *m) { return m->cfg.max_positions - 1; }
@@ -49,6 +54,12 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
         if (dmt_tokenizer_decode(m->tokenizer, nb->hyps[r].tokens, nb->hyps[r].n_tokens, &o->texts[r], o->error,
                                  sizeof o->error) < 0)
             return -1;
+        if (o->all_caps) {
+            char *up = dmt_casing_upper(o->texts[r], strlen(o->texts[r]), NULL);
+            if (!up) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+            free(o->texts[r]);
+            o->texts[r] = up;
+        }
         o->scores[r] = nb->hyps[r].score;
         o->n = r + 1;
     }
@@ -57,11 +68,32 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     return 0;
 }
 
-int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, char *err, size_t errlen) {
-    int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), err, errlen);
-    if (k <= 0) return k;
+/* One sentence's pieces into ids (language tokens made <unk>, no </s>), with the
+ * all-caps rule; the count, or -1 with o->error set. */
+static int tokenize_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
+    char *cased = NULL;
+    o->all_caps = 0;
+    if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
+        size_t n = 0;
+        if (!(cased = dmt_casing_sentence_case(text, len, &n))) {
+            snprintf(o->error, sizeof o->error, "out of memory");
+            return -1;
+        }
+        text = cased;
+        len = n;
+        o->all_caps = 1;
+    }
+    int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), o->error,
+                                 sizeof o->error);
+    free(cased);
     for (int t = 0; t < k; t++)
         if (is_language_id(m, ids[t])) ids[t] = m->cfg.unk_id;
+    return k;
+}
+
+int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
+    int k = tokenize_source(m, text, len, ids, o);
+    if (k <= 0) return k;
     ids[k] = m->cfg.eos_id;
     return k + 1;
 }
@@ -132,15 +164,13 @@ int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_i
             snprintf(o->error, sizeof o->error, "target language token %d is outside the vocabulary", in[i].target_id);
             continue;
         }
-        int k = dmt_tokenizer_encode(m->tokenizer, in[i].text, in[i].len, row, maxsrc, o->error, sizeof o->error);
+        int k = tokenize_source(m, in[i].text, in[i].len, row, o);
         if (k < 0) continue;
         o->src_tokens = k;
         if (k == 0) {
             if (empty_translation(o)) { snprintf(err, errlen, "out of memory"); goto done; }
             continue;
         }
-        for (int t = 0; t < k; t++)
-            if (is_language_id(m, row[t])) row[t] = c->unk_id;
         row[k] = c->eos_id;
         rows[nb] = row;
         len[nb] = k + 1;

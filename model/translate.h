@@ -26,6 +26,8 @@ typedef struct {
     int n;
     int src_tokens;    /* source pieces (without </s>) */
     int out_tokens;    /* generated tokens of the best translation */
+    int all_caps;      /* the source was ALL-CAPS and the model's decoding.all_caps is "lower":
+                        * it was translated in sentence case and texts are upper-cased */
     char error[256];   /* non-empty when this sentence failed; texts is then NULL */
 } dmt_translate_output;
 
@@ -42,8 +44,9 @@ void dmt_translate_output_clear(dmt_translate_output *o);
  * one sentence's source ids: its pieces (language tokens made <unk>, see
  * translate.c) and </s>, into ids (room for dmt_translate_max_source_tokens + 1).
  * The count with </s>; 0 for an empty sentence (nothing to search: it translates
- * to ""); -1 with a message in err (invalid UTF-8, too long). */
-int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, char *err, size_t errlen);
+ * to ""); -1 with a message in o->error (invalid UTF-8, too long). Sets o->all_caps
+ * (the all-caps rule, model/casing.h), which dmt_translate_decode then applies. */
+int dmt_translate_encode(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o);
 /* A search result into o: texts, scores, out_tokens (o->src_tokens is the caller's).
  * 0, or -1 with o->error set. nb NULL (an empty sentence) gives "". */
 int dmt_translate_decode(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o);

@@ -465,7 +465,7 @@ static void admit(sessions *all, dmt_job **jobs, int n) {
         dmt_job *j = jobs[i];
         memset(&j->out, 0, sizeof j->out);
         int32_t *ids = all->ids + (size_t)k * stride;
-        int got = r ? dmt_translate_encode(m, j->text, j->len, ids, j->out.error, sizeof j->out.error) : -1;
+        int got = r ? dmt_translate_encode(m, j->text, j->len, ids, &j->out) : -1;
         if (!r) snprintf(j->out.error, sizeof j->out.error, "%s", err[0] ? err : "no beam session free");
         if (got <= 0) { /* empty ("") or failed (error set): nothing to search */
             if (got == 0) dmt_translate_decode(m, NULL, &j->out);

@@ -1,0 +1,105 @@
+#!/usr/bin/python3
+"""The all-caps rule (config.json decoding.all_caps, model/casing.h) end to end. TAP.
+
+With "lower", a sentence typed in capitals is translated as its sentence-case form
+and answered in capitals: the output must equal the upper-cased translation of the
+sentence-case input, through `deepmt translate` in both batching modes and through
+`deepmt serve`. With "as_is" the same input goes to the model unchanged (and comes
+out differently). A bad value is refused at load with a message.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tap  # noqa: E402
+from testutil import free_port, repo_path  # noqa: E402
+
+SHOUTED = ["THE CHILDREN ARE PLAYING IN THE PARK.", "A DOG RUNS ON THE BEACH."]
+SENTENCE = ["The children are playing in the park.", "A dog runs on the beach."]
+
+
+def model_copy(src, tmp, name, all_caps):
+    d = os.path.join(tmp, name)
+    shutil.copytree(src, d)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg.setdefault("decoding", {})["all_caps"] = all_caps
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return d
+
+
+def translate(binary, model, lines, *extra):
+    r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "-q", *extra], input="\n".join(lines) + "\n",
+                       capture_output=True, text=True, timeout=300)
+    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
+
+
+def main():
+    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
+    base = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
+    if not os.access(binary, os.X_OK):
+        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+        return tap.done()
+    tmp = tempfile.mkdtemp(prefix="deepmt-caps-")
+    try:
+        lower = model_copy(base, tmp, "lower", "lower")
+        as_is = model_copy(base, tmp, "as_is", "as_is")
+        rc, normal, err = translate(binary, lower, SENTENCE)
+        want = [x.upper() for x in normal]
+        for mode in ("whole", "continuous"):
+            rc2, got, err2 = translate(binary, lower, SHOUTED, "--batching", mode)
+            tap.ok(rc == 0 and rc2 == 0 and got == want,
+                   f"all_caps lower ({mode} batching): ALL-CAPS input = the sentence-case translation in capitals",
+                   detail=f"{got} vs {want}\n{err}{err2}")
+        rc3, raw, err3 = translate(binary, as_is, SHOUTED)
+        tap.ok(rc3 == 0 and raw != want, "all_caps as_is: the capitals reach the model unchanged (another output)",
+               detail=f"{raw}\n{err3}")
+        rc4, mixed, _ = translate(binary, lower, ["THE CHILDREN are playing."])
+        rc5, mixed_raw, _ = translate(binary, as_is, ["THE CHILDREN are playing."])
+        tap.ok(rc4 == 0 and mixed == mixed_raw, "a sentence with lower-case letters is not touched by the rule",
+               detail=f"{mixed} vs {mixed_raw}")
+
+        bad = model_copy(base, tmp, "bad", "shout")
+        rc6, _, err6 = translate(binary, bad, ["x"])
+        tap.ok(rc6 != 0 and "all_caps" in err6, "decoding.all_caps \"shout\" is refused at load, named", detail=err6)
+
+        port = free_port()
+        proc = subprocess.Popen([binary, "serve", "-m", lower, "--host", "127.0.0.1", "--port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 60
+            ready = False
+            while time.monotonic() < deadline and not ready:
+                try:
+                    with urllib.request.urlopen(url + "/ready", timeout=2) as r:
+                        ready = r.status == 200
+                except OSError:
+                    time.sleep(0.2)
+            body = json.dumps({"q": SHOUTED, "source": "en", "target": "de"}).encode()
+            req = urllib.request.Request(url + "/translate", data=body, headers={"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=60) as r:
+                    got = json.loads(r.read())["translatedText"]
+            except OSError as e:
+                got = str(e)
+            tap.ok(ready and got == want, "deepmt serve: ALL-CAPS sentences answered in capitals, as the CLI",
+                   detail=f"{got} vs {want}")
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
