@@ -198,13 +198,14 @@ static int by_length_desc(const void *a, const void *b) {
 /* Checks and measures every line; reports the bad ones. The number of bad lines. */
 static int check_lines(const dmt_model *m, line *lines, int n) {
     int maxsrc = dmt_translate_max_source_tokens(m), bad = 0;
-    int32_t *ids = malloc((size_t)maxsrc * sizeof *ids);
-    char err[256];
+    int32_t *ids = malloc((size_t)(maxsrc + 1) * sizeof *ids);
     for (int i = 0; i < n; i++) {
-        lines[i].pieces = ids ? dmt_tokenizer_encode(m->tokenizer, lines[i].text, lines[i].len, ids, maxsrc, err, sizeof err)
-                              : -1;
+        dmt_translate_output tmp = {0}; /* as the search will tokenize it (all-caps rule included) */
+        int got = ids ? dmt_translate_encode(m, lines[i].text, lines[i].len, ids, &tmp) : -1;
+        lines[i].pieces = got > 0 ? got - 1 : got;
         if (lines[i].pieces < 0) {
-            fprintf(stderr, "deepmt translate: line %d: %s\n", i + 1, ids ? err : "out of memory");
+            const char *err = ids ? tmp.error : "out of memory";
+            fprintf(stderr, "deepmt translate: line %d: %s\n", i + 1, err);
             lines[i].error = strdup(err);
             bad++;
         }

@@ -120,12 +120,12 @@ dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics) 
  * as the longest source; dmt_translate reports its error. */
 static void measure(const dmt_model *m, dmt_work *w) {
     int maxsrc = dmt_translate_max_source_tokens(m);
-    int32_t *ids = malloc((size_t)maxsrc * sizeof *ids);
+    int32_t *ids = malloc((size_t)(maxsrc + 1) * sizeof *ids);
     const dmt_beam_options *o = &w->opt;
     for (int i = 0; i < w->n_jobs; i++) {
-        char err[256];
-        int k = ids ? dmt_tokenizer_encode(m->tokenizer, w->jobs[i].text, w->jobs[i].len, ids, maxsrc, err, sizeof err)
-                    : -1;
+        dmt_translate_output tmp = {0}; /* as the search will tokenize it (all-caps rule included) */
+        int k = ids ? dmt_translate_encode(m, w->jobs[i].text, w->jobs[i].len, ids, &tmp) : -1;
+        if (k > 0) k--; /* without </s> */
         if (k < 0) k = ids ? maxsrc : (int)(w->jobs[i].len / 4) + 1;
         double max_out = floor((double)o->max_len_a * (k + 1) + o->max_len_b);
         if (max_out > m->cfg.max_positions) max_out = m->cfg.max_positions;

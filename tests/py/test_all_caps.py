@@ -4,7 +4,8 @@
 With "lower", a sentence typed in capitals is translated as its sentence-case form
 and answered in capitals: the output must equal the upper-cased translation of the
 sentence-case input, through `deepmt translate` in both batching modes and through
-`deepmt serve`. With "as_is" the same input goes to the model unchanged (and comes
+`deepmt serve`. Length limits count the pieces the model will see (sentence case), so a long
+shouted line that fits in sentence case is translated. With "as_is" the same input goes to the model unchanged (and comes
 out differently). A bad value is refused at load with a message.
 """
 import json
@@ -67,6 +68,12 @@ def main():
         tap.ok(rc4 == 0 and mixed == mixed_raw, "a sentence with lower-case letters is not touched by the rule",
                detail=f"{mixed} vs {mixed_raw}")
 
+        long_line = "A DOG RUNS ON THE BEACH AND A MAN WALKS WITH HIS CHILDREN. " * 8
+        for mode in ("whole", "continuous"):
+            rc7, out7, err7 = translate(binary, lower, [long_line.strip()], "--batching", mode)
+            tap.ok(rc7 == 0 and out7[0] and out7[0] == out7[0].upper(),
+                   f"a long ALL-CAPS line over the piece limit in capitals (not in sentence case) translates ({mode})",
+                   detail=f"exit {rc7}: {err7[-300:]}")
         bad = model_copy(base, tmp, "bad", "shout")
         rc6, _, err6 = translate(binary, bad, ["x"])
         tap.ok(rc6 != 0 and "all_caps" in err6, "decoding.all_caps \"shout\" is refused at load, named", detail=err6)
