@@ -102,7 +102,10 @@ static enum MHD_Result respond_raw(conn_ctx *c, int status, const char *type, co
 static enum MHD_Result respond_json_h(conn_ctx *c, int status, json_t *j, const char *hname, const char *hvalue) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!s) return respond_raw(c, 500, "application/json", "{\"error\":\"out of memory\"}", 25, (char *)NULL);
+    if (!s) { /* messages are escaped to valid UTF-8 (dmt_api_error): only an allocation fails here */
+        static const char oom[] = "{\"error\":\"internal error: cannot build the answer (out of memory)\"}";
+        return respond_raw(c, 500, "application/json", oom, sizeof oom - 1, (char *)NULL);
+    }
     size_t len = strlen(s);
     enum MHD_Result r = hname ? respond_raw(c, status, "application/json", s, len, hname, hvalue, (char *)NULL)
                               : respond_raw(c, status, "application/json", s, len, (char *)NULL);
@@ -377,7 +380,7 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     int ri = c->route_index;
     if (ri < 0) {
         char msg[256];
-        snprintf(msg, sizeof msg, "not found: %.160s", url);
+        snprintf(msg, sizeof msg, "not found: %.*s", (int)dmt_text_clip(url, strlen(url), 160), url);
         return respond_error(c, 404, msg);
     }
     route r = routes[ri].r;
@@ -394,7 +397,8 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     int post = !strcmp(method, "POST");
     if ((r != R_TRANSLATE && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
     char msg[256];
-    snprintf(msg, sizeof msg, "method %.16s not allowed on %s; allowed: %s", method, routes[ri].path, allow);
+    snprintf(msg, sizeof msg, "method %.*s not allowed on %s; allowed: %s", (int)dmt_text_clip(method, strlen(method), 16),
+             method, routes[ri].path, allow);
     return respond_json_h(c, 405, dmt_api_error("%s", msg), MHD_HTTP_HEADER_ALLOW, allow);
 }
 
@@ -410,8 +414,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->conn = conn;
         c->t0 = dmt_now();
         pthread_mutex_init(&c->mu, NULL);
-        snprintf(c->method, sizeof c->method, "%s", method);
-        snprintf(c->path, sizeof c->path, "%s", url);
+        /* kept raw (the access log escapes them), cut on a character boundary */
+        snprintf(c->method, sizeof c->method, "%.*s", (int)dmt_text_clip(method, strlen(method), sizeof c->method - 1),
+                 method);
+        snprintf(c->path, sizeof c->path, "%.*s", (int)dmt_text_clip(url, strlen(url), sizeof c->path - 1), url);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         snprintf(c->client, sizeof c->client, "-");
         if (ci && ci->client_addr) {
@@ -481,6 +487,7 @@ static void connection_event(void *cls, struct MHD_Connection *conn, void **sock
     else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&srv->connections, 1);
 }
 
+/* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     dmt_server *srv = cls;
     char msg[512];

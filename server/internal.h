@@ -7,6 +7,7 @@
  *   policy.c     which queued sentences run next (policy.h: pure, unit-tested)
  *   metrics.c    counters and histograms, Prometheus text
  *   detect.c     a cheap language guess for source "auto"
+ *   textsafe.c   untrusted bytes made safe for log lines and JSON messages
  */
 #ifndef DEEPMT_SERVER_INTERNAL_H
 #define DEEPMT_SERVER_INTERNAL_H
@@ -154,6 +155,21 @@ json_t *dmt_api_error(const char *fmt, ...);
  * cannot tell. confidence is 0..100 as in LibreTranslate. */
 const char *dmt_detect_language(const dmt_config *mcfg, const char *const *texts, const size_t *lens, int n,
                                 double *confidence);
+
+/* ---- textsafe.c ---- */
+
+enum { DMT_ESC_QUOTE = 1 }; /* also escape '"' (inside a quoted field of a text log) */
+
+/* Copies src[0..len) into dst (cap bytes, NUL-terminated) as one line of valid
+ * UTF-8: invalid bytes and control characters (C0, DEL, C1, U+2028/2029) become
+ * \xNN, a backslash \\ (and '"' \" with DMT_ESC_QUOTE). Stops before a character
+ * or an escape that would not fit. Returns the length written. */
+size_t dmt_text_escape(char *dst, size_t cap, const char *src, size_t len, int flags);
+
+/* The longest prefix of src[0..len), at most max bytes, that ends on a character
+ * boundary (an invalid byte counts as one character): for "%.*s" without cutting
+ * a UTF-8 sequence in two. */
+size_t dmt_text_clip(const char *src, size_t len, size_t max);
 
 /* ---- server.c / http.c ---- */
 
