@@ -468,6 +468,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     /* A request still queued cannot be completed: MHD never ends a suspended
      * connection on its own, and shutdown drains the scheduler first. */
     int status = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? c->status : 0;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_FINISHED) /* read EOF: the client half-closed */
+        status = dmt_http_answer_half_closed(srv, conn, c->req, &c->bytes);
     double dt = dmt_now() - c->t0;
     dmt_metrics_request(srv->metrics, status, dt);
     dmt_access_log(srv, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);

@@ -8,6 +8,8 @@
  *   metrics.c    counters and histograms, Prometheus text
  *   detect.c     a cheap language guess for source "auto"
  *   textsafe.c   untrusted bytes made safe for log lines and JSON messages
+ *   halfclose.c  answering a client that half-closed its connection
+ *   connguard.c  per-connection read deadline (slow requests)
  */
 #ifndef DEEPMT_SERVER_INTERNAL_H
 #define DEEPMT_SERVER_INTERNAL_H
@@ -184,6 +186,14 @@ typedef struct dmt_server {
     atomic_int draining;       /* shutting down: answers carry Connection: close */
     double started;
 } dmt_server;
+
+/* halfclose.c: writes the answer of req (work done) on conn's socket at once,
+ * after libmicrohttpd aborted the request because the client half-closed
+ * (MHD_REQUEST_TERMINATED_CLIENT_ABORT). Returns the status written, with *bytes
+ * set, or 0 when it could not be written (the client is gone). */
+struct MHD_Connection;
+int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
+                                size_t *bytes);
 
 int dmt_http_start(dmt_server *srv, char *err, size_t errlen);
 int dmt_http_port(dmt_server *srv);     /* the bound port (for --port 0) */

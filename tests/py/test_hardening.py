@@ -224,6 +224,41 @@ def test_log_forging():
         tap.ok(mhd, f"{fmt} log: (a libmicrohttpd message quoting the URL was logged)", log[-800:])
 
 
+# --------------------------------------------------------------------------- half-close
+
+
+def test_half_close():
+    srv = Server()
+    p = srv.port
+    body = json.dumps({"q": "A man is riding a bike.", "source": "en", "target": "de"}).encode()
+    req = (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    other = socket.create_connection(("127.0.0.1", p))  # another connection open (it made the loss likelier)
+    want = ts.translate(p, "A man is riding a bike.")[2]
+    n, lost, wrong = 100, 0, []
+    for _ in range(n):
+        raw = raw_exchange(p, req, half_close=True)
+        if status_of(raw) != 200:
+            lost += 1
+            continue
+        try:
+            j = json.loads(body_of(raw))
+        except ValueError:
+            j = None
+        if j != want:
+            wrong.append(raw[:300])
+    other.close()
+    tap.ok(lost == 0 and not wrong, f"request then shutdown(SHUT_WR), {n} times: every answer arrives, complete",
+           f"{lost} lost, {len(wrong)} wrong: {wrong[:1]}")
+    # a half-closed GET (answered without suspension) works too
+    raw = raw_exchange(p, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", half_close=True)
+    tap.ok(status_of(raw) == 200, "GET /health then half-close: 200", raw[:200])
+    srv.stop()
+    log = srv.stderr()
+    zero = [line for line in log.splitlines() if '"POST /translate" 0 ' in line]
+    tap.ok(not zero, "none logged as status 0 (work done, answer lost)", "\n".join(zero[:3]))
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -238,6 +273,7 @@ def main():
         test_api_key_file()
         test_invalid_utf8_errors()
         test_log_forging()
+        test_half_close()
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports in any server's stderr",
                "\n".join(ts.SANITIZER_REPORTS[:2]))
     finally:
