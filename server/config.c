@@ -59,6 +59,11 @@ static const option options[] = {
     {"drain-timeout", OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",
      "on SIGTERM, how long to wait for requests in flight before dropping them with 503 [60]"},
     {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
+    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 0, 1 << 20, "N",
+     "open connections from one client address (0: no limit; behind a reverse proxy, see docs/server.md) [128]"},
+    {"request-read-timeout", OPT_INT, F(request_read_timeout_s), 0, 0, 86400, "SEC",
+     "a request (headers and body) must arrive within this of the connection opening or of the previous "
+     "answer, else the connection is closed (0: no limit) [60]"},
     {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
      "send CORS headers for this origin (\"*\" for any) [off]"},
     {"log-format", OPT_CHOICE, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
@@ -88,6 +93,8 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->request_timeout_s = 60;
     c->drain_timeout_s = 60;
     c->max_connections = 1024;
+    c->max_connections_per_ip = 128;
+    c->request_read_timeout_s = 60;
 }
 
 void dmt_server_config_clear(dmt_server_config *c) {

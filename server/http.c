@@ -437,6 +437,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->state = ST_ROUTE;
         return MHD_YES;
     }
+    if (!*upload_data_size && (c->state == ST_ROUTE || c->state == ST_BODY)) /* the whole request is in */
+        dmt_conn_guard_request_read(srv->guard, conn);
     switch (c->state) {
     case ST_ROUTE:
         if (*upload_data_size) { /* a body where none is expected: ignored */
@@ -471,6 +473,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_FINISHED) /* read EOF: the client half-closed */
         status = dmt_http_answer_half_closed(srv, conn, c->req, &c->bytes);
     double dt = dmt_now() - c->t0;
+    dmt_conn_guard_request_done(srv->guard, conn); /* a next request on this connection gets its own time */
     dmt_metrics_request(srv->metrics, status, dt);
     dmt_access_log(srv, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);
     dmt_api_request_free(c->req);
@@ -481,15 +484,18 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
 }
 
 /* Counts open connections, so that a drain also waits for requests that are still
- * arriving (no callback has seen them yet). */
+ * arriving (no callback has seen them yet), and keeps the read deadlines'
+ * bookkeeping (connguard.c). */
 static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
                              enum MHD_ConnectionNotificationCode code) {
     dmt_server *srv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&srv->connections, 1);
     else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&srv->connections, 1);
+    dmt_conn_guard_notify(srv->guard, conn, socket_context, (int)code);
 }
 
 /* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. */
+
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     dmt_server *srv = cls;
     char msg[512];
@@ -512,11 +518,18 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg, srv->metrics);
+    if (cfg->request_read_timeout_s > 0 && !srv->guard) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "cannot start the --request-read-timeout thread");
+        return -1;
+    }
     srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, srv,
                                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
                                    MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
                                    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
@@ -524,6 +537,8 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
                                    MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->daemon) {
+        dmt_conn_guard_free(srv->guard);
+        srv->guard = NULL;
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not allowed?)", cfg->host, cfg->port);
         return -1;
     }
@@ -544,4 +559,6 @@ void dmt_http_quiesce(dmt_server *srv) {
 void dmt_http_stop(dmt_server *srv) {
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    dmt_conn_guard_free(srv->guard); /* every connection is closed now */
+    srv->guard = NULL;
 }

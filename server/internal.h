@@ -36,6 +36,7 @@ void dmt_metrics_request(dmt_metrics *m, int status, double seconds);
 /* One batch run by a worker. */
 void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_tokens, double seconds);
 void dmt_metrics_rejected(dmt_metrics *m); /* a request refused because the queue was full */
+void dmt_metrics_read_timeout(dmt_metrics *m); /* a connection closed by --request-read-timeout */
 /* The Prometheus text exposition; malloc'd, NUL-terminated. */
 char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, int ready, int active_requests);
 
@@ -175,23 +176,39 @@ size_t dmt_text_clip(const char *src, size_t len, size_t max);
 
 /* ---- server.c / http.c ---- */
 
+struct MHD_Connection;
+typedef struct dmt_conn_guard dmt_conn_guard;
+
 typedef struct dmt_server {
     const dmt_server_config *cfg;
     dmt_config model_cfg;      /* config.json, read before the model loads */
     dmt_scheduler *sched;
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
+    dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
     atomic_int active;         /* requests between their first callback and completion */
     atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */
     double started;
 } dmt_server;
 
+/* connguard.c: the whole-request read deadline (--request-read-timeout). A
+ * connection must deliver a complete request (headers and body) within the
+ * timeout of opening, or of its previous answer; otherwise it is shut down. The
+ * idle timeout alone cannot do this: it restarts on every byte. NULL guard (timeout
+ * 0): every call does nothing. */
+dmt_conn_guard *dmt_conn_guard_new(int timeout_s, const dmt_server_config *cfg, dmt_metrics *metrics);
+void dmt_conn_guard_free(dmt_conn_guard *g);    /* after the daemon stopped */
+/* For the MHD_OPTION_NOTIFY_CONNECTION callback: code is its
+ * MHD_ConnectionNotificationCode (started, closed). */
+void dmt_conn_guard_notify(dmt_conn_guard *g, struct MHD_Connection *conn, void **socket_context, int code);
+void dmt_conn_guard_request_read(dmt_conn_guard *g, struct MHD_Connection *conn); /* request complete */
+void dmt_conn_guard_request_done(dmt_conn_guard *g, struct MHD_Connection *conn); /* next one starts */
+
 /* halfclose.c: writes the answer of req (work done) on conn's socket at once,
- * after libmicrohttpd aborted the request because the client half-closed
- * (MHD_REQUEST_TERMINATED_CLIENT_ABORT). Returns the status written, with *bytes
+ * after libmicrohttpd ended the request unanswered because the client
+ * half-closed. Returns the status written, with *bytes
  * set, or 0 when it could not be written (the client is gone). */
-struct MHD_Connection;
 int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
                                 size_t *bytes);
 

@@ -167,8 +167,9 @@ def test_invalid_utf8_errors():
     for i in range(10):  # latencies of a few ms, most not exact in binary (x.1 ... x.9)
         ts.translate(p, "A man is riding a bike. Two dogs play in the snow.", target="fr")
     st, h, data = request(p, "GET", "/metrics")
-    fives = re.findall(r'deepmt_requests_total\{code="5\d\d"\} (\d+)', data.decode())
-    tap.ok(not any(int(n) for n in fives), "no 5xx counted in /metrics", data.decode()[:800])
+    fives = re.findall(r'deepmt_requests_total\{code="5\d\d"\} \d+', data.decode())
+    tap.ok(not any(not f.endswith(" 0") for f in fives), "no 5xx counted in /metrics",
+           f"{fives}\n" + "\n".join(srv.stderr().splitlines()[-12:]))
     srv.stop()
 
     lines = srv.stderr().splitlines()
@@ -259,6 +260,149 @@ def test_half_close():
     tap.ok(not zero, "none logged as status 0 (work done, answer lost)", "\n".join(zero[:3]))
 
 
+# --------------------------------------------------------------------------- connection exhaustion
+
+
+def connect_from(source, port, timeout=3):
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def health_from(source, port, timeout=3):
+    """GET /health from a given loopback source address -> status (0: no answer)."""
+    try:
+        s = connect_from(source, port, timeout)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        out = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            out += b
+        s.close()
+        return status_of(out)
+    except OSError:
+        return 0
+
+
+def test_per_ip_limit():
+    """By default one address may hold 128 connections: 160 idle ones from
+    127.0.0.5 against --max-connections 150 leave room for others. (Fresh loopback
+    addresses: the server may not have closed the start-up probe's connection yet.)"""
+    srv = Server("--max-connections", "150")
+    p = srv.port
+    idle = []
+    for _ in range(160):
+        try:
+            idle.append(connect_from("127.0.0.5", p))
+        except OSError:
+            break
+    time.sleep(0.3 * SLOW)
+    st = health_from("127.0.0.2", p)
+    tap.ok(st == 200, "160 idle connections from one address: /health from another address answers at once "
+                      "(the default per-address limit, 128, leaves room)", f"status {st}")
+    closed = 0
+    for s in idle[128:]:
+        try:
+            s.settimeout(2)
+            closed += s.recv(1) == b""
+        except OSError:
+            closed += 1
+    tap.ok(closed == len(idle) - 128, "the connections past 128 from that address are closed at once",
+           f"{closed} of {len(idle) - 128} closed")
+    for s in idle:
+        s.close()
+    time.sleep(0.3 * SLOW)
+    st = health_from("127.0.0.5", p)
+    tap.ok(st == 200, "once they close, that address is served again", f"status {st}")
+    srv.stop()
+
+    srv = Server("--max-connections-per-ip", "2")
+    a, b = connect_from("127.0.0.4", srv.port), connect_from("127.0.0.4", srv.port)
+    time.sleep(0.2 * SLOW)
+    st1, st2 = health_from("127.0.0.4", srv.port), health_from("127.0.0.3", srv.port)
+    tap.ok(st1 == 0 and st2 == 200, "--max-connections-per-ip 2: a third connection from that address is refused, "
+                                    "others served", f"{st1} {st2}")
+    a.close()
+    b.close()
+    srv.stop()
+
+
+def test_read_deadline():
+    srv = Server("--request-read-timeout", "2")
+    p = srv.port
+    s = connect_from("127.0.0.1", p, timeout=10)
+    s.sendall(b"GET /health HTTP/1.1\r\n")
+    t0, closed_after = time.time(), None
+    while time.time() - t0 < 8:
+        try:
+            s.sendall(b"X")  # one header byte every 0.5 s: the idle timeout never fires
+            s.settimeout(0.5)
+            if s.recv(1) == b"":
+                closed_after = time.time() - t0
+                break
+        except socket.timeout:
+            continue
+        except OSError:
+            closed_after = time.time() - t0
+            break
+    s.close()
+    tap.ok(closed_after is not None and 1.5 <= closed_after <= 4.5,
+           "--request-read-timeout 2: a client trickling its headers is cut after ~2 s",
+           f"closed after {closed_after}")
+
+    # a body that trickles is cut too
+    s = connect_from("127.0.0.1", p, timeout=10)
+    s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 1000\r\n\r\n{")
+    t0, closed_after = time.time(), None
+    while time.time() - t0 < 8:
+        try:
+            s.sendall(b" ")
+            s.settimeout(0.5)
+            data = s.recv(1)
+            if data == b"":
+                closed_after = time.time() - t0
+                break
+        except socket.timeout:
+            continue
+        except OSError:
+            closed_after = time.time() - t0
+            break
+    s.close()
+    tap.ok(closed_after is not None and closed_after <= 4.5, "a trickling body is cut as well",
+           f"closed after {closed_after}")
+
+    # keep-alive: each request gets its own time; a slow translation is not cut
+    conn = ts.http.client.HTTPConnection("127.0.0.1", p, timeout=30 * SLOW)
+    codes = []
+    for _ in range(3):
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        r.read()
+        codes.append(r.status)
+        time.sleep(0.8)
+    conn.close()
+    tap.ok(codes == [200, 200, 200], "keep-alive requests 0.8 s apart over 2.4 s: all answered", f"{codes}")
+    srv.stop()
+
+    srv = Server("--request-read-timeout", "1", "--max-batch-sentences", "1", "--max-wait-ms", "0",
+                 "--max-sentences", "5000", "--max-queue", "5000", "--max-chars", "200000")
+    text = " ".join(["A man in a red shirt is riding a bike."] * 600)
+    t0 = time.time()
+    st, h, j = ts.translate(srv.port, text)
+    dt = time.time() - t0
+    st2, h, data = request(srv.port, "GET", "/metrics")
+    m = re.search(r"deepmt_read_timeouts_total (\d+)", data.decode())
+    tap.ok(st == 200, f"a translation longer than the read timeout is answered (waiting is not reading; {dt:.1f} s)",
+           f"{st} {str(j)[:200]}")
+    tap.ok(m and m.group(1) == "0", "and not counted in deepmt_read_timeouts_total", data.decode()[-600:])
+    srv.stop()
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -274,6 +418,8 @@ def main():
         test_invalid_utf8_errors()
         test_log_forging()
         test_half_close()
+        test_per_ip_limit()
+        test_read_deadline()
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports in any server's stderr",
                "\n".join(ts.SANITIZER_REPORTS[:2]))
     finally:
