@@ -309,7 +309,9 @@ def test_per_ip_limit():
         try:
             s.settimeout(2)
             closed += s.recv(1) == b""
-        except OSError:
+        except socket.timeout:  # still open (or never accepted)
+            pass
+        except OSError:  # reset
             closed += 1
     tap.ok(closed == len(idle) - 128, "the connections past 128 from that address are closed at once",
            f"{closed} of {len(idle) - 128} closed")
