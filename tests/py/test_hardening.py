@@ -140,6 +140,8 @@ def test_api_key_file():
 def test_invalid_utf8_errors():
     srv = Server("--log-format", "json")
     p = srv.port
+    five = r'deepmt_requests_total\{code="5\d\d"\} \d+'
+    before = set(re.findall(five, request(p, "GET", "/metrics")[2].decode()))  # /ready said 503 while loading
     raw = raw_exchange(p, b"GET /%ff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     body = body_of(raw)
     try:
@@ -167,8 +169,8 @@ def test_invalid_utf8_errors():
     for i in range(10):  # latencies of a few ms, most not exact in binary (x.1 ... x.9)
         ts.translate(p, "A man is riding a bike. Two dogs play in the snow.", target="fr")
     st, h, data = request(p, "GET", "/metrics")
-    fives = re.findall(r'deepmt_requests_total\{code="5\d\d"\} \d+', data.decode())
-    tap.ok(not any(not f.endswith(" 0") for f in fives), "no 5xx counted in /metrics",
+    fives = set(re.findall(five, data.decode())) - before
+    tap.ok(not fives, "no 5xx counted in /metrics",
            f"{fives}\n" + "\n".join(srv.stderr().splitlines()[-12:]))
     srv.stop()
 
@@ -392,8 +394,8 @@ def test_read_deadline():
     srv.stop()
 
     srv = Server("--request-read-timeout", "1", "--max-batch-sentences", "1", "--max-wait-ms", "0",
-                 "--max-sentences", "5000", "--max-queue", "5000", "--max-chars", "200000")
-    text = " ".join(["A man in a red shirt is riding a bike."] * 600)
+                 "--request-timeout", "0", "--max-sentences", "5000", "--max-queue", "5000", "--max-chars", "200000")
+    text = " ".join(["A man in a red shirt is riding a bike."] * 300)
     t0 = time.time()
     st, h, j = ts.translate(srv.port, text)
     dt = time.time() - t0

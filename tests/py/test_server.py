@@ -36,7 +36,7 @@ BIN = os.environ.get("DEEPMT_BIN", "build/deepmt")
 if not os.path.isabs(BIN):
     BIN = os.path.join(REPO, BIN)
 MODEL = os.environ.get("DEEPMT_TEST_MODEL") or os.path.join(REPO, "tests", "fixtures", "tiny-model")
-SLOW = 4 if "asan" in BIN else 1  # sanitizer builds run several times slower
+SLOW = 4 if "asan" in BIN or "tsan" in BIN else 1  # sanitizer builds run several times slower
 TMP = tempfile.mkdtemp(prefix="deepmt-test-server-")
 
 TEXTS = {
@@ -94,7 +94,8 @@ class Server:
         if not self.log.closed:
             self.log.close()
             err = self.stderr()
-            for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                           "WARNING: ThreadSanitizer"):
                 if needle in err:
                     i = err.index(needle)
                     SANITIZER_REPORTS.append(f"{self.log_path}: {err[max(0, i - 200):i + 1500]}")
@@ -678,7 +679,8 @@ def test_loading_and_failed_load():
 
 
 def test_sigterm_under_load():
-    srv = Server("--max-batch-sentences", "4", "--max-wait-ms", "2")
+    srv = Server("--max-batch-sentences", "4", "--max-wait-ms", "2",
+                 "--request-timeout", str(60 * SLOW))  # sanitizer builds take minutes for this load
     p = srv.port
     text = " ".join(TEXTS["en"] * 6)  # about 30 sentences a request
     reqs = [{"q": text, "source": "en", "target": "de"}] * 12
