@@ -495,7 +495,6 @@ static void connection_event(void *cls, struct MHD_Connection *conn, void **sock
 }
 
 /* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. */
-
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     dmt_server *srv = cls;
     char msg[512];

@@ -56,7 +56,7 @@ void dmt_server_log(const dmt_server_config *cfg, const char *fmt, ...) {
     int n = vsnprintf(raw, sizeof raw, fmt, ap);
     va_end(ap);
     size_t len = n < 0 ? 0 : (size_t)n < sizeof raw ? (size_t)n : sizeof raw - 1;
-    dmt_text_escape(msg, sizeof msg, raw, dmt_text_clip(raw, len, len), 0);
+    dmt_text_escape(msg, sizeof msg, raw, len, 0);
     timestamp(ts, sizeof ts);
     if (cfg->log_json) {
         json_t *j = json_pack("{s:s, s:s, s:s}", "time", ts, "level", "info", "message", msg);
