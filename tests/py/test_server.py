@@ -66,7 +66,9 @@ class Server:
         e.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         e.update(env or {})
         self.proc = subprocess.Popen([BIN, "serve", "--model", model, "--host", "127.0.0.1",
-                                      "--port", str(self.port), "--http-threads", "2", *args],
+                                      "--port", str(self.port), "--http-threads", "2",
+                                      # sanitizer builds are slow: queue waits scale (a later flag wins)
+                                      "--request-timeout", str(60 * SLOW), *args],
                                      stdout=subprocess.DEVNULL, stderr=self.log, env=e)
         self.wait_up(ready=wait_ready)
 
@@ -679,8 +681,7 @@ def test_loading_and_failed_load():
 
 
 def test_sigterm_under_load():
-    srv = Server("--max-batch-sentences", "4", "--max-wait-ms", "2",
-                 "--request-timeout", str(60 * SLOW))  # sanitizer builds take minutes for this load
+    srv = Server("--max-batch-sentences", "4", "--max-wait-ms", "2")
     p = srv.port
     text = " ".join(TEXTS["en"] * 6)  # about 30 sentences a request
     reqs = [{"q": text, "source": "en", "target": "de"}] * 12
