@@ -78,13 +78,13 @@ asan:
 # resume, the scheduler's workers, metrics, the read-deadline thread), so the C
 # tests and the server's integration tests run; the other Python and shell tests
 # do not start threads of ours. A report fails the test that saw it (the server's
-# stderr is checked; TSan exits 66). One OpenMP thread: libgomp is not built with
+# stderr is checked; TSan exits 66). tests/tsan.supp: libgomp is not built with
 # TSan, so its barriers are invisible and every read after a parallel product is
-# reported as a race (a false positive); the products' threads are not ours to
-# check. No suppressions otherwise; TSAN_OPTIONS adds options.
+# reported as a race (a false positive, suppressed there). TSAN_OPTIONS adds options.
 tsan: deps-test
 	@$(MAKE) --no-print-directory all BUILD=build/tsan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
-	@DEEPMT_BUILD=build/tsan OMP_NUM_THREADS=1 TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 $(TSAN_OPTIONS)" \
+	@DEEPMT_BUILD=build/tsan TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 \
+	  suppressions=$(CURDIR)/tests/tsan.supp $(TSAN_OPTIONS)" \
 	  TESTS="build/tsan/tests/ tests/py/test_server.py tests/py/test_hardening.py" tests/run.sh
 
 serve: deps
