@@ -5,6 +5,7 @@
 #   make serve      serve the default model on http://127.0.0.1:5000
 #   make asan       the test suite under AddressSanitizer + UBSan
 #   make fuzz       each fuzz target (tests/fuzz/fuzz_*.c with libFuzzer, fuzz_*.py) for FUZZ_SECONDS (600)
+#   make tsan       the C tests and the HTTP server tests under ThreadSanitizer
 #   make golden     regenerate the committed golden fixtures (needs python3-torch)
 #   make clean
 #
@@ -36,7 +37,7 @@ CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
 SUP_OBJ  := $(TEST_SUP:%.c=$(BUILD)/%.o)
 TEST_BIN := $(TEST_SRC:tests/c/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-test deps-train test asan ubsan serve golden clean
+.PHONY: all deps deps-test deps-train test asan tsan ubsan serve golden clean
 all: deps $(BUILD)/deepmt $(TEST_BIN)
 
 deps:
@@ -72,6 +73,19 @@ test: deps-test
 asan:
 	@$(MAKE) --no-print-directory test BUILD=build/asan OPT="-O1 -fno-omit-frame-pointer" \
 	  SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+
+# ThreadSanitizer: the threaded parts are the server's (HTTP threads, suspend and
+# resume, the scheduler's workers, metrics, the read-deadline thread), so the C
+# tests and the server's integration tests run; the other Python and shell tests
+# do not start threads of ours. A report fails the test that saw it (the server's
+# stderr is checked; TSan exits 66). tests/tsan.supp: libgomp is not built with
+# TSan, so its barriers are invisible and every read after a parallel product is
+# reported as a race (a false positive, suppressed there). TSAN_OPTIONS adds options.
+tsan: deps-test
+	@$(MAKE) --no-print-directory all BUILD=build/tsan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
+	@DEEPMT_BUILD=build/tsan TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 \
+	  suppressions=$(CURDIR)/tests/tsan.supp $(TSAN_OPTIONS)" \
+	  TESTS="build/tsan/tests/ tests/py/test_server.py tests/py/test_hardening.py" tests/run.sh
 
 serve: deps
 	@$(MAKE) --no-print-directory $(BUILD)/deepmt

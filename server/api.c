@@ -9,6 +9,7 @@
  * docs/server.md lists the messages and status codes.
  */
 #include "server/internal.h"
+#include "tokenizer/utf8.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -17,13 +18,23 @@
 
 #define MAX_BEAM 16
 
+/* Messages quote what the client sent (a path, a language code), which may be
+ * anything: escaped to valid UTF-8, since jansson refuses anything else. NULL
+ * only when out of memory. */
 json_t *dmt_api_error(const char *fmt, ...) {
-    char msg[1024];
+    char msg[1024], safe[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return json_pack("{s:s}", "error", msg);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    if (n >= (int)sizeof msg) { /* cut by vsnprintf: drop the last, maybe partial, character */
+        while (len && ((unsigned char)msg[len - 1] & 0xC0) == 0x80) len--;
+        if (len && (unsigned char)msg[len - 1] >= 0xC0) len--;
+    }
+    if (dmt_utf8_validate(msg, len, NULL)) return json_pack("{s:s%}", "error", msg, len);
+    dmt_text_escape(safe, sizeof safe, msg, len, 0);
+    return json_pack("{s:s}", "error", safe);
 }
 
 json_t *dmt_api_languages(const dmt_config *mcfg) {
@@ -258,8 +269,8 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         goto fail;
     }
     if (strcmp(source, "auto") && !dmt_config_language(mcfg, source)) {
-        snprintf(err, errlen, "source language '%.32s' is not supported; supported: auto, %s", source,
-                 language_list(mcfg, langs, sizeof langs));
+        snprintf(err, errlen, "source language '%.*s' is not supported; supported: auto, %s",
+                 (int)dmt_text_clip(source, strlen(source), 32), source, language_list(mcfg, langs, sizeof langs));
         status = 400;
         goto fail;
     }
@@ -270,8 +281,8 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
     }
     const dmt_language *tl = dmt_config_language(mcfg, target);
     if (!tl) {
-        snprintf(err, errlen, "target language '%.32s' is not supported; supported: %s", target,
-                 language_list(mcfg, langs, sizeof langs));
+        snprintf(err, errlen, "target language '%.*s' is not supported; supported: %s",
+                 (int)dmt_text_clip(target, strlen(target), 32), target, language_list(mcfg, langs, sizeof langs));
         status = 400;
         goto fail;
     }

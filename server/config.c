@@ -59,6 +59,11 @@ static const option options[] = {
     {"drain-timeout", OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",
      "on SIGTERM, how long to wait for requests in flight before dropping them with 503 [60]"},
     {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
+    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 0, 1 << 20, "N",
+     "open connections from one client address (0: no limit; behind a reverse proxy, see docs/server.md) [128]"},
+    {"request-read-timeout", OPT_INT, F(request_read_timeout_s), 0, 0, 86400, "SEC",
+     "a request (headers and body) must arrive within this of the connection opening or of the previous "
+     "answer, else the connection is closed (0: no limit) [60]"},
     {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
      "send CORS headers for this origin (\"*\" for any) [off]"},
     {"log-format", OPT_CHOICE, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
@@ -88,6 +93,8 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->request_timeout_s = 60;
     c->drain_timeout_s = 60;
     c->max_connections = 1024;
+    c->max_connections_per_ip = 128;
+    c->request_read_timeout_s = 60;
 }
 
 void dmt_server_config_clear(dmt_server_config *c) {
@@ -115,27 +122,57 @@ void dmt_server_usage(FILE *f) {
     fprintf(f, "  %-30s %s\n", "-h, --help", "this help");
 }
 
-static int add_key(dmt_server_config *c, const char *k, size_t len) {
+/* Longest API key accepted: far above any generated key (a 256-bit key is 64 hex
+ * characters), small enough that a wrong file (a binary, a log) is refused. */
+#define MAX_API_KEY_BYTES 1024
+
+/* Adds the key k[0..len) after trimming surrounding whitespace. where names it in
+ * messages ("FILE line 3", "DEEPMT_API_KEYS entry 2"). A blank line or a '#'
+ * comment is skipped when skip_blank; otherwise an empty key is an error. */
+static int add_key(dmt_server_config *c, const char *k, size_t len, int skip_blank, const char *where, char *err,
+                   size_t errlen) {
     while (len && isspace((unsigned char)*k)) k++, len--;
     while (len && isspace((unsigned char)k[len - 1])) len--;
-    if (!len || *k == '#') return 0;
+    if (skip_blank && (!len || *k == '#')) return 0;
+    if (!len) {
+        snprintf(err, errlen, "--api-keys: %s: empty key", where);
+        return -1;
+    }
+    if (len > MAX_API_KEY_BYTES) {
+        snprintf(err, errlen, "--api-keys: %s: key too long (%zu bytes, limit %d)", where, len, MAX_API_KEY_BYTES);
+        return -1;
+    }
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)k[i] < 0x20 || k[i] == 0x7F) {
+            snprintf(err, errlen, "--api-keys: %s: control character (byte 0x%02x) in the key", where,
+                     (unsigned char)k[i]);
+            return -1;
+        }
     char **keys = realloc(c->api_keys, sizeof *keys * (size_t)(c->n_api_keys + 1));
-    if (!keys) return -1;
+    if (!keys) goto oom;
     c->api_keys = keys;
-    if (!(keys[c->n_api_keys] = strndup(k, len))) return -1;
+    if (!(keys[c->n_api_keys] = strndup(k, len))) goto oom;
     c->n_api_keys++;
     return 0;
+oom:
+    snprintf(err, errlen, "out of memory");
+    return -1;
 }
 
-/* Keys from a comma list (env) or a file (one a line, '#' comments). */
+/* Keys from a comma list (env; no empty entries) or a file: one key a line, of
+ * any length (read whole, never split), blank lines and '#' comments skipped. */
 static int load_keys(dmt_server_config *c, const char *value, int is_file, char *err, size_t errlen) {
+    char where[1100];
     dmt_server_config_clear(c);
     if (!is_file) {
-        for (const char *p = value; *p;) {
+        int entry = 1;
+        for (const char *p = value;; entry++) {
             const char *e = strchr(p, ',');
             size_t l = e ? (size_t)(e - p) : strlen(p);
-            if (add_key(c, p, l)) goto oom;
-            p += l + (e != NULL);
+            snprintf(where, sizeof where, "DEEPMT_API_KEYS entry %d", entry);
+            if (add_key(c, p, l, 0, where, err, errlen)) goto fail;
+            if (!e) break;
+            p = e + 1;
         }
     } else {
         FILE *f = fopen(value, "r");
@@ -143,21 +180,33 @@ static int load_keys(dmt_server_config *c, const char *value, int is_file, char 
             snprintf(err, errlen, "--api-keys: cannot open %s: %s", value, strerror(errno));
             return -1;
         }
-        char line[4096];
-        while (fgets(line, sizeof line, f))
-            if (add_key(c, line, strlen(line))) {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        long lineno = 0;
+        while ((n = getline(&line, &cap, f)) >= 0) {
+            snprintf(where, sizeof where, "%.1000s line %ld", value, ++lineno);
+            if (add_key(c, line, (size_t)n, 1, where, err, errlen)) {
+                free(line);
                 fclose(f);
-                goto oom;
+                goto fail;
             }
+        }
+        int read_error = ferror(f);
+        free(line);
         fclose(f);
+        if (read_error) {
+            snprintf(err, errlen, "--api-keys: cannot read %s", value);
+            goto fail;
+        }
     }
     if (c->n_api_keys == 0) {
         snprintf(err, errlen, "--api-keys: no keys in %s", is_file ? value : "DEEPMT_API_KEYS");
         return -1;
     }
     return 0;
-oom:
-    snprintf(err, errlen, "out of memory");
+fail:
+    dmt_server_config_clear(c);
     return -1;
 }
 

@@ -102,7 +102,10 @@ static enum MHD_Result respond_raw(conn_ctx *c, int status, const char *type, co
 static enum MHD_Result respond_json_h(conn_ctx *c, int status, json_t *j, const char *hname, const char *hvalue) {
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!s) return respond_raw(c, 500, "application/json", "{\"error\":\"out of memory\"}", 25, (char *)NULL);
+    if (!s) { /* messages are escaped to valid UTF-8 (dmt_api_error): only an allocation fails here */
+        static const char oom[] = "{\"error\":\"internal error: cannot build the answer (out of memory)\"}";
+        return respond_raw(c, 500, "application/json", oom, sizeof oom - 1, (char *)NULL);
+    }
     size_t len = strlen(s);
     enum MHD_Result r = hname ? respond_raw(c, status, "application/json", s, len, hname, hvalue, (char *)NULL)
                               : respond_raw(c, status, "application/json", s, len, (char *)NULL);
@@ -377,7 +380,7 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     int ri = c->route_index;
     if (ri < 0) {
         char msg[256];
-        snprintf(msg, sizeof msg, "not found: %.160s", url);
+        snprintf(msg, sizeof msg, "not found: %.*s", (int)dmt_text_clip(url, strlen(url), 160), url);
         return respond_error(c, 404, msg);
     }
     route r = routes[ri].r;
@@ -394,7 +397,8 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     int post = !strcmp(method, "POST");
     if ((r != R_TRANSLATE && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
     char msg[256];
-    snprintf(msg, sizeof msg, "method %.16s not allowed on %s; allowed: %s", method, routes[ri].path, allow);
+    snprintf(msg, sizeof msg, "method %.*s not allowed on %s; allowed: %s", (int)dmt_text_clip(method, strlen(method), 16),
+             method, routes[ri].path, allow);
     return respond_json_h(c, 405, dmt_api_error("%s", msg), MHD_HTTP_HEADER_ALLOW, allow);
 }
 
@@ -410,8 +414,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->conn = conn;
         c->t0 = dmt_now();
         pthread_mutex_init(&c->mu, NULL);
-        snprintf(c->method, sizeof c->method, "%s", method);
-        snprintf(c->path, sizeof c->path, "%s", url);
+        /* kept raw (the access log escapes them), cut on a character boundary */
+        snprintf(c->method, sizeof c->method, "%.*s", (int)dmt_text_clip(method, strlen(method), sizeof c->method - 1),
+                 method);
+        snprintf(c->path, sizeof c->path, "%.*s", (int)dmt_text_clip(url, strlen(url), sizeof c->path - 1), url);
         const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         snprintf(c->client, sizeof c->client, "-");
         if (ci && ci->client_addr) {
@@ -431,6 +437,8 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->state = ST_ROUTE;
         return MHD_YES;
     }
+    if (!*upload_data_size && (c->state == ST_ROUTE || c->state == ST_BODY)) /* the whole request is in */
+        dmt_conn_guard_request_read(srv->guard, conn);
     switch (c->state) {
     case ST_ROUTE:
         if (*upload_data_size) { /* a body where none is expected: ignored */
@@ -462,7 +470,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     /* A request still queued cannot be completed: MHD never ends a suspended
      * connection on its own, and shutdown drains the scheduler first. */
     int status = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? c->status : 0;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_FINISHED) /* read EOF: the client half-closed */
+        status = dmt_http_answer_half_closed(srv, conn, c->req, &c->bytes);
     double dt = dmt_now() - c->t0;
+    dmt_conn_guard_request_done(srv->guard, conn); /* a next request on this connection gets its own time */
     dmt_metrics_request(srv->metrics, status, dt);
     dmt_access_log(srv, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);
     dmt_api_request_free(c->req);
@@ -473,14 +484,17 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
 }
 
 /* Counts open connections, so that a drain also waits for requests that are still
- * arriving (no callback has seen them yet). */
+ * arriving (no callback has seen them yet), and keeps the read deadlines'
+ * bookkeeping (connguard.c). */
 static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
                              enum MHD_ConnectionNotificationCode code) {
     dmt_server *srv = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&srv->connections, 1);
     else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&srv->connections, 1);
+    dmt_conn_guard_notify(srv->guard, conn, socket_context, (int)code);
 }
 
+/* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     dmt_server *srv = cls;
     char msg[512];
@@ -503,11 +517,18 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg, srv->metrics);
+    if (cfg->request_read_timeout_s > 0 && !srv->guard) {
+        freeaddrinfo(ai);
+        snprintf(err, errlen, "cannot start the --request-read-timeout thread");
+        return -1;
+    }
     srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, srv,
                                    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
                                    MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                                    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
                                    MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                                    MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
@@ -515,6 +536,8 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
                                    MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!srv->daemon) {
+        dmt_conn_guard_free(srv->guard);
+        srv->guard = NULL;
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not allowed?)", cfg->host, cfg->port);
         return -1;
     }
@@ -535,4 +558,6 @@ void dmt_http_quiesce(dmt_server *srv) {
 void dmt_http_stop(dmt_server *srv) {
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    dmt_conn_guard_free(srv->guard); /* every connection is closed now */
+    srv->guard = NULL;
 }

@@ -7,6 +7,9 @@
  *   policy.c     which queued sentences run next (policy.h: pure, unit-tested)
  *   metrics.c    counters and histograms, Prometheus text
  *   detect.c     a cheap language guess for source "auto"
+ *   textsafe.c   untrusted bytes made safe for log lines and JSON messages
+ *   halfclose.c  answering a client that half-closed its connection
+ *   connguard.c  per-connection read deadline (slow requests)
  */
 #ifndef DEEPMT_SERVER_INTERNAL_H
 #define DEEPMT_SERVER_INTERNAL_H
@@ -33,6 +36,7 @@ void dmt_metrics_request(dmt_metrics *m, int status, double seconds);
 /* One batch run by a worker. */
 void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_tokens, double seconds);
 void dmt_metrics_rejected(dmt_metrics *m); /* a request refused because the queue was full */
+void dmt_metrics_read_timeout(dmt_metrics *m); /* a connection closed by --request-read-timeout */
 /* The Prometheus text exposition; malloc'd, NUL-terminated. */
 char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, int ready, int active_requests);
 
@@ -155,7 +159,25 @@ json_t *dmt_api_error(const char *fmt, ...);
 const char *dmt_detect_language(const dmt_config *mcfg, const char *const *texts, const size_t *lens, int n,
                                 double *confidence);
 
+/* ---- textsafe.c ---- */
+
+enum { DMT_ESC_QUOTE = 1 }; /* also escape '"' (inside a quoted field of a text log) */
+
+/* Copies src[0..len) into dst (cap bytes, NUL-terminated) as one line of valid
+ * UTF-8: invalid bytes and control characters (C0, DEL, C1, U+2028/2029) become
+ * \xNN, a backslash \\ (and '"' \" with DMT_ESC_QUOTE). Stops before a character
+ * or an escape that would not fit. Returns the length written. */
+size_t dmt_text_escape(char *dst, size_t cap, const char *src, size_t len, int flags);
+
+/* The longest prefix of src[0..len), at most max bytes, that ends on a character
+ * boundary (an invalid byte counts as one character): for "%.*s" without cutting
+ * a UTF-8 sequence in two. */
+size_t dmt_text_clip(const char *src, size_t len, size_t max);
+
 /* ---- server.c / http.c ---- */
+
+struct MHD_Connection;
+typedef struct dmt_conn_guard dmt_conn_guard;
 
 typedef struct dmt_server {
     const dmt_server_config *cfg;
@@ -163,11 +185,32 @@ typedef struct dmt_server {
     dmt_scheduler *sched;
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
+    dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
     atomic_int active;         /* requests between their first callback and completion */
     atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */
     double started;
 } dmt_server;
+
+/* connguard.c: the whole-request read deadline (--request-read-timeout). A
+ * connection must deliver a complete request (headers and body) within the
+ * timeout of opening, or of its previous answer; otherwise it is shut down. The
+ * idle timeout alone cannot do this: it restarts on every byte. NULL guard (timeout
+ * 0): every call does nothing. */
+dmt_conn_guard *dmt_conn_guard_new(int timeout_s, const dmt_server_config *cfg, dmt_metrics *metrics);
+void dmt_conn_guard_free(dmt_conn_guard *g);    /* after the daemon stopped */
+/* For the MHD_OPTION_NOTIFY_CONNECTION callback: code is its
+ * MHD_ConnectionNotificationCode (started, closed). */
+void dmt_conn_guard_notify(dmt_conn_guard *g, struct MHD_Connection *conn, void **socket_context, int code);
+void dmt_conn_guard_request_read(dmt_conn_guard *g, struct MHD_Connection *conn); /* request complete */
+void dmt_conn_guard_request_done(dmt_conn_guard *g, struct MHD_Connection *conn); /* next one starts */
+
+/* halfclose.c: writes the answer of req (work done) on conn's socket at once,
+ * after libmicrohttpd ended the request unanswered because the client
+ * half-closed. Returns the status written, with *bytes
+ * set, or 0 when it could not be written (the client is gone). */
+int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
+                                size_t *bytes);
 
 int dmt_http_start(dmt_server *srv, char *err, size_t errlen);
 int dmt_http_port(dmt_server *srv);     /* the bound port (for --port 0) */

@@ -25,7 +25,7 @@ struct dmt_metrics {
     long long batch_count[N_BATCH + 1];
     long long batches, batch_sentences;
     double batch_seconds;
-    long long sentences, src_tokens, out_tokens, rejected;
+    long long sentences, src_tokens, out_tokens, rejected, read_timeouts;
 };
 
 dmt_metrics *dmt_metrics_new(void) {
@@ -74,6 +74,12 @@ void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_
 void dmt_metrics_rejected(dmt_metrics *m) {
     pthread_mutex_lock(&m->mu);
     m->rejected++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void dmt_metrics_read_timeout(dmt_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->read_timeouts++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -139,6 +145,8 @@ char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, 
             "# TYPE deepmt_tokens_generated_total counter\ndeepmt_tokens_generated_total %lld\n", m->out_tokens);
     put(&b, "# HELP deepmt_rejected_total Requests refused because the queue was full.\n"
             "# TYPE deepmt_rejected_total counter\ndeepmt_rejected_total %lld\n", m->rejected);
+    put(&b, "# HELP deepmt_read_timeouts_total Connections closed because a request was not read in time.\n"
+            "# TYPE deepmt_read_timeouts_total counter\ndeepmt_read_timeouts_total %lld\n", m->read_timeouts);
     pthread_mutex_unlock(&m->mu);
     put(&b, "# HELP deepmt_queue_sentences Sentences waiting for a worker.\n"
             "# TYPE deepmt_queue_sentences gauge\ndeepmt_queue_sentences %d\n", queue_sentences);

@@ -34,6 +34,8 @@ typedef struct {
     int request_timeout_s;   /* --request-timeout: seconds a request may wait in the queue before it starts */
     int drain_timeout_s;     /* --drain-timeout: seconds a SIGTERM drain waits for requests in flight */
     int max_connections;     /* --max-connections */
+    int max_connections_per_ip; /* --max-connections-per-ip: 0 = no limit */
+    int request_read_timeout_s; /* --request-read-timeout: whole request (headers + body); 0 = none */
     char cors_origin[256];   /* --cors-origin: "" = no CORS headers */
     int log_json;            /* --log-format json (else text) */
     char **api_keys;         /* --api-keys FILE / DEEPMT_API_KEYS: NULL = no key needed */

@@ -5,7 +5,7 @@
 #   Shell tests:  tests/sh/test_*.sh
 # A program that exits non-zero without a "not ok" line counts as one failure.
 # Ends with "N passed, N failed" (and the skips); exits 1 when anything failed.
-# TESTS="pattern" runs only the programs whose path contains the pattern.
+# TESTS="pattern ..." runs only the programs whose path contains one of the patterns.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${DEEPMT_BUILD:-build}
@@ -16,7 +16,11 @@ log=$(mktemp); trap 'rm -f "$log"' EXIT
 
 run_one() {  # $1 = label, rest = command
     label=$1; shift
-    case "$label" in *"${TESTS:-}"*) ;; *) return ;; esac
+    if [ -n "${TESTS:-}" ]; then
+        match=0
+        for pattern in $TESTS; do case "$label" in *"$pattern"*) match=1 ;; esac; done
+        [ "$match" = 1 ] || return
+    fi
     echo "== $label"
     start=$(date +%s)
     "$@" >"$log" 2>&1

@@ -317,7 +317,7 @@ static void file_changes(void) {
 
 /* ---- 5. files that are not regular ---- */
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) /* TSan too: its shadow memory needs more than an RLIMIT_AS allows */
 #define UNDER_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)

@@ -36,7 +36,7 @@ BIN = os.environ.get("DEEPMT_BIN", "build/deepmt")
 if not os.path.isabs(BIN):
     BIN = os.path.join(REPO, BIN)
 MODEL = os.environ.get("DEEPMT_TEST_MODEL") or os.path.join(REPO, "tests", "fixtures", "tiny-model")
-SLOW = 4 if "asan" in BIN else 1  # sanitizer builds run several times slower
+SLOW = 4 if "asan" in BIN or "tsan" in BIN else 1  # sanitizer builds run several times slower
 TMP = tempfile.mkdtemp(prefix="deepmt-test-server-")
 
 TEXTS = {
@@ -66,7 +66,9 @@ class Server:
         e.setdefault("ASAN_OPTIONS", "detect_leaks=1")
         e.update(env or {})
         self.proc = subprocess.Popen([BIN, "serve", "--model", model, "--host", "127.0.0.1",
-                                      "--port", str(self.port), "--http-threads", "2", *args],
+                                      "--port", str(self.port), "--http-threads", "2",
+                                      # sanitizer builds are slow: queue waits scale (a later flag wins)
+                                      "--request-timeout", str(60 * SLOW), *args],
                                      stdout=subprocess.DEVNULL, stderr=self.log, env=e)
         self.wait_up(ready=wait_ready)
 
@@ -94,7 +96,8 @@ class Server:
         if not self.log.closed:
             self.log.close()
             err = self.stderr()
-            for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
+            for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                           "WARNING: ThreadSanitizer"):
                 if needle in err:
                     i = err.index(needle)
                     SANITIZER_REPORTS.append(f"{self.log_path}: {err[max(0, i - 200):i + 1500]}")

@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""`deepmt serve` against hostile clients and bad configuration (TAP; standard library).
+
+Each check here failed before the matching fix:
+  - API key files: a key is one whole line of any length (a 4,096-byte key was
+    split into two keys); empty, too long and control-character keys are refused
+    with their line (or entry) number;
+  - invalid UTF-8 quoted in an error (a URL "%ff", a language code cut inside a
+    character, a method byte >= 0x80) is escaped: 4xx with a JSON message, not
+    500 "out of memory"; the JSON access log keeps (escaped) such lines;
+  - log forging: libmicrohttpd's messages quote the decoded URL; "%0a" in a URL
+    must not start a new log line, in either log format;
+  - latency_ms in the JSON access log is rounded to 0.1 ms;
+  - half-closed clients (request, then shutdown(SHUT_WR)) get their answer;
+  - connection exhaustion: --max-connections-per-ip keeps /health reachable for
+    other addresses, and --request-read-timeout closes a connection that trickles
+    its request (idle timeouts alone never fire for a byte every few seconds).
+Reuses test_server.py's Server and request helpers.
+"""
+
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import tap  # noqa: E402
+import test_server as ts  # noqa: E402
+from test_server import Server, jreq, request, error_of  # noqa: E402
+
+SLOW = ts.SLOW
+
+
+def raw_exchange(port, data, timeout=10 * SLOW, half_close=False):
+    """Sends bytes on a fresh connection; returns everything read until EOF or timeout."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        s.sendall(data)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            try:
+                b = s.recv(65536)
+            except (socket.timeout, ConnectionResetError):
+                break
+            if not b:
+                break
+            out += b
+        return out
+    finally:
+        s.close()
+
+
+def status_of(raw):
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", raw)
+    return int(m.group(1)) if m else 0
+
+
+def body_of(raw):
+    i = raw.find(b"\r\n\r\n")
+    return raw[i + 4:] if i >= 0 else b""
+
+
+def start_fails(*args, env=None):
+    """Runs `deepmt serve` expected to refuse its configuration: (exit status, stderr)."""
+    e = dict(os.environ)
+    e.update(env or {})
+    proc = subprocess.Popen([ts.BIN, "serve", "--model", ts.MODEL, "--port", "0", *args], env=e,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        _, err = proc.communicate(timeout=5 * SLOW)
+        return proc.returncode, err.decode("utf-8", "replace")
+    except subprocess.TimeoutExpired:  # it accepted the configuration and serves
+        proc.kill()
+        _, err = proc.communicate()
+        return None, "still running after 5 s: " + err.decode("utf-8", "replace")[-500:]
+
+
+# --------------------------------------------------------------------------- API keys
+
+
+def test_api_key_file():
+    path = os.path.join(ts.TMP, "keys-long.txt")
+    long_key = "x" * 4096
+    with open(path, "w") as f:
+        f.write("# comment\n\nok-key\n" + long_key + "\n")
+    rc, err = start_fails("--api-keys", path)
+    tap.ok(rc == 2 and "line 4" in err and "too long" in err and "1024" in err,
+           "a 4,096-byte key is refused with its line number (it was split into 2 keys)", f"rc {rc}: {err}")
+
+    path = os.path.join(ts.TMP, "keys-1024.txt")
+    key = "K" * 1024
+    with open(path, "w") as f:
+        f.write("# a long key, CRLF line ends\r\n" + key + "\r\nshort-key\r\n")
+    srv = Server("--api-keys", path)
+    body = {"q": "Hi", "source": "en", "target": "de"}
+    st1, _, _ = jreq(srv.port, "POST", "/translate", {**body, "api_key": key})
+    st2, _, _ = jreq(srv.port, "POST", "/translate", {**body, "api_key": key[:-1]})
+    st3, _, _ = jreq(srv.port, "POST", "/translate", {**body, "api_key": "short-key"})
+    tap.ok((st1, st2, st3) == (200, 403, 200), "a 1,024-byte key (the limit) works whole; CRLF lines trimmed",
+           f"{st1} {st2} {st3}")
+    srv.stop()
+
+    path = os.path.join(ts.TMP, "keys-ctl.txt")
+    with open(path, "wb") as f:
+        f.write(b"good\nbad\x01key\n")
+    rc, err = start_fails("--api-keys", path)
+    tap.ok(rc == 2 and "line 2" in err and "control character" in err,
+           "a key with a control character is refused with its line number", f"rc {rc}: {err}")
+
+    path = os.path.join(ts.TMP, "keys-nul.txt")
+    with open(path, "wb") as f:
+        f.write(b"good\x00tail\n")
+    rc, err = start_fails("--api-keys", path)
+    tap.ok(rc == 2 and "line 1" in err and "0x00" in err, "a NUL byte inside a key is refused", f"rc {rc}: {err}")
+
+    rc, err = start_fails(env={"DEEPMT_API_KEYS": "k1,,k2"})
+    tap.ok(rc == 2 and "entry 2" in err and "empty key" in err,
+           "DEEPMT_API_KEYS: an empty entry is refused (entry number)", f"rc {rc}: {err}")
+
+    path = os.path.join(ts.TMP, "keys-none.txt")
+    with open(path, "w") as f:
+        f.write("# only comments\n\n   \n")
+    rc, err = start_fails("--api-keys", path)
+    tap.ok(rc == 2 and "no keys" in err, "a file of comments and blank lines: no keys", f"rc {rc}: {err}")
+
+
+# --------------------------------------------------------------------------- invalid UTF-8 in errors
+
+
+def test_invalid_utf8_errors():
+    srv = Server("--log-format", "json")
+    p = srv.port
+    five = r'deepmt_requests_total\{code="5\d\d"\} \d+'
+    before = set(re.findall(five, request(p, "GET", "/metrics")[2].decode()))  # /ready said 503 while loading
+    raw = raw_exchange(p, b"GET /%ff HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    body = body_of(raw)
+    try:
+        j = json.loads(body)
+    except ValueError:
+        j = None
+    tap.ok(status_of(raw) == 404 and j and error_of(j) == "not found: /\\xff",
+           "GET /%ff: 404 with the byte escaped (was 500 out of memory)", raw[:300])
+
+    code = "a" * 31 + "\u00e9"
+    st, h, j = jreq(p, "POST", "/translate", {"q": "x", "source": code, "target": "de"})
+    tap.ok(st == 400 and error_of(j).startswith("source language '" + "a" * 31 + "' is not supported"),
+           "a language code cut inside a character: 400, cut before it", f"{st} {j}")
+    st, h, j = jreq(p, "POST", "/translate", {"q": "x", "source": "en", "target": "b" * 31 + "\u00e9"})
+    tap.ok(st == 400 and "'" + "b" * 31 + "'" in error_of(j), "same for target", f"{st} {j}")
+
+    raw = raw_exchange(p, b"G\xffT /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    try:
+        j = json.loads(body_of(raw))
+    except ValueError:
+        j = None
+    tap.ok(status_of(raw) == 405 and j and "G\\xffT" in error_of(j), "a method with byte 0xff: 405, escaped",
+           raw[:300])
+
+    for i in range(10):  # latencies of a few ms, most not exact in binary (x.1 ... x.9)
+        ts.translate(p, "A man is riding a bike. Two dogs play in the snow.", target="fr")
+    st, h, data = request(p, "GET", "/metrics")
+    fives = set(re.findall(five, data.decode())) - before
+    tap.ok(not fives, "no 5xx counted in /metrics",
+           f"{fives}\n" + "\n".join(srv.stderr().splitlines()[-12:]))
+    srv.stop()
+
+    lines = srv.stderr().splitlines()
+    parsed = []
+    for line in lines:
+        try:
+            parsed.append(json.loads(line))
+        except ValueError:
+            tap.diag(f"not JSON: {line!r}")
+    tap.ok(len(parsed) == len(lines), "every JSON log line parses")
+    paths = [(r.get("method"), r.get("path"), r.get("status")) for r in parsed if "path" in r]
+    tap.ok(("GET", "/\\xff", 404) in paths and ("G\\xffT", "/health", 405) in paths,
+           "the JSON access log keeps those requests, escaped (they were dropped or logged as '?')", f"{paths}")
+    lat = [line for line in lines if '"latency_ms"' in line]
+    bad = [line for line in lat if not re.search(r'"latency_ms":\d+\.\d[,}]', line)]
+    tap.ok(lat and not bad, "latency_ms rounded to 0.1 ms (not 527.89999999999998)", "\n".join(bad[:3]))
+
+
+# --------------------------------------------------------------------------- log forging
+
+
+def rst_after_request(port, path, n=10):
+    """Sends a request and resets the connection at once: libmicrohttpd then logs
+    "Failed to send the response headers for the request for `PATH'"."""
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        s.close()
+
+
+def test_log_forging():
+    forged = "2030-01-01T00:00:00.000Z deepmt serve: FORGED"
+    path = b"/x%0a" + forged.replace(" ", "%20").encode() + b"%0d%1b[2J"
+    for fmt in ("text", "json"):
+        srv = Server("--log-format", fmt)
+        for _ in range(15):  # a race: the reset must win against the answer; usually at once
+            rst_after_request(srv.port, path)
+            time.sleep(0.05)
+            if "libmicrohttpd" in srv.stderr() or fmt == "json" and "Failed to send" in srv.stderr():
+                break
+        jreq(srv.port, "GET", path.decode())
+        time.sleep(0.3 * SLOW)
+        srv.stop()
+        log = srv.stderr()
+        lines = log.splitlines()
+        mhd = [line for line in lines if "libmicrohttpd" in line]
+        tap.ok(not any(line.startswith("2030-") or "FORGED" in line and not line.startswith(("20", "{"))
+                       for line in lines) and "\x1b" not in log and "\r" not in log,
+               f"{fmt} log: '%0a' in a URL starts no new line (libmicrohttpd and access log)", log[-1500:])
+        tap.ok(any("\\x0a2030-01-01" in line for line in lines), f"{fmt} log: the newline is shown escaped",
+               log[-800:])
+        tap.ok(mhd, f"{fmt} log: (a libmicrohttpd message quoting the URL was logged)", log[-800:])
+
+
+# --------------------------------------------------------------------------- half-close
+
+
+def test_half_close():
+    srv = Server()
+    p = srv.port
+    body = json.dumps({"q": "A man is riding a bike.", "source": "en", "target": "de"}).encode()
+    req = (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    other = socket.create_connection(("127.0.0.1", p))  # another connection open (it made the loss likelier)
+    want = ts.translate(p, "A man is riding a bike.")[2]
+    n, lost, wrong, gone = 100, 0, [], 0
+    for _ in range(n):
+        raw = raw_exchange(p, req, half_close=True)
+        if status_of(raw) == 499:  # the scheduler's disconnect check (http.c work_alive) saw the FIN first
+            gone += 1
+            continue
+        if status_of(raw) != 200:
+            lost += 1
+            continue
+        try:
+            j = json.loads(body_of(raw))
+        except ValueError:
+            j = None
+        if j != want:
+            wrong.append(raw[:300])
+    other.close()
+    if gone:
+        tap.diag(f"{gone} of {n} half-closed requests were cancelled as 'client went away' (499)")
+    tap.ok(lost == 0 and not wrong, f"request then shutdown(SHUT_WR), {n} times: every request gets an answer "
+           "(the translation, or 499 when cancelled as gone)", f"{lost} lost, {len(wrong)} wrong: {wrong[:1]}")
+    # a half-closed GET (answered without suspension) works too
+    raw = raw_exchange(p, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", half_close=True)
+    tap.ok(status_of(raw) == 200, "GET /health then half-close: 200", raw[:200])
+    srv.stop()
+    log = srv.stderr()
+    zero = [line for line in log.splitlines() if '"POST /translate" 0 ' in line]
+    tap.ok(not zero, "none logged as status 0 (work done, answer lost)", "\n".join(zero[:3]))
+
+
+# --------------------------------------------------------------------------- connection exhaustion
+
+
+def connect_from(source, port, timeout=3):
+    s = socket.socket()
+    s.settimeout(timeout)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s
+
+
+def health_from(source, port, timeout=3):
+    """GET /health from a given loopback source address -> status (0: no answer)."""
+    try:
+        s = connect_from(source, port, timeout)
+        s.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        out = b""
+        while True:
+            b = s.recv(4096)
+            if not b:
+                break
+            out += b
+        s.close()
+        return status_of(out)
+    except OSError:
+        return 0
+
+
+def test_per_ip_limit():
+    """By default one address may hold 128 connections: 160 idle ones from
+    127.0.0.5 against --max-connections 150 leave room for others. (Fresh loopback
+    addresses: the server may not have closed the start-up probe's connection yet.)"""
+    srv = Server("--max-connections", "150")
+    p = srv.port
+    idle = []
+    for _ in range(160):
+        try:
+            idle.append(connect_from("127.0.0.5", p))
+        except OSError:
+            break
+    time.sleep(0.3 * SLOW)
+    st = health_from("127.0.0.2", p)
+    tap.ok(st == 200, "160 idle connections from one address: /health from another address answers at once "
+                      "(the default per-address limit, 128, leaves room)", f"status {st}")
+    closed = 0
+    for s in idle[128:]:
+        try:
+            s.settimeout(2)
+            closed += s.recv(1) == b""
+        except socket.timeout:  # still open (or never accepted)
+            pass
+        except OSError:  # reset
+            closed += 1
+    tap.ok(closed == len(idle) - 128, "the connections past 128 from that address are closed at once",
+           f"{closed} of {len(idle) - 128} closed")
+    for s in idle:
+        s.close()
+    time.sleep(0.3 * SLOW)
+    st = health_from("127.0.0.5", p)
+    tap.ok(st == 200, "once they close, that address is served again", f"status {st}")
+    srv.stop()
+
+    srv = Server("--max-connections-per-ip", "2")
+    a, b = connect_from("127.0.0.4", srv.port), connect_from("127.0.0.4", srv.port)
+    time.sleep(0.2 * SLOW)
+    st1, st2 = health_from("127.0.0.4", srv.port), health_from("127.0.0.3", srv.port)
+    tap.ok(st1 == 0 and st2 == 200, "--max-connections-per-ip 2: a third connection from that address is refused, "
+                                    "others served", f"{st1} {st2}")
+    a.close()
+    b.close()
+    srv.stop()
+
+
+def test_read_deadline():
+    srv = Server("--request-read-timeout", "2")
+    p = srv.port
+    s = connect_from("127.0.0.1", p, timeout=10)
+    s.sendall(b"GET /health HTTP/1.1\r\n")
+    t0, closed_after = time.time(), None
+    while time.time() - t0 < 8:
+        try:
+            s.sendall(b"X")  # one header byte every 0.5 s: the idle timeout never fires
+            s.settimeout(0.5)
+            if s.recv(1) == b"":
+                closed_after = time.time() - t0
+                break
+        except socket.timeout:
+            continue
+        except OSError:
+            closed_after = time.time() - t0
+            break
+    s.close()
+    tap.ok(closed_after is not None and 1.5 <= closed_after <= 4.5,
+           "--request-read-timeout 2: a client trickling its headers is cut after ~2 s",
+           f"closed after {closed_after}")
+
+    # a body that trickles is cut too
+    s = connect_from("127.0.0.1", p, timeout=10)
+    s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: 1000\r\n\r\n{")
+    t0, closed_after = time.time(), None
+    while time.time() - t0 < 8:
+        try:
+            s.sendall(b" ")
+            s.settimeout(0.5)
+            data = s.recv(1)
+            if data == b"":
+                closed_after = time.time() - t0
+                break
+        except socket.timeout:
+            continue
+        except OSError:
+            closed_after = time.time() - t0
+            break
+    s.close()
+    tap.ok(closed_after is not None and closed_after <= 4.5, "a trickling body is cut as well",
+           f"closed after {closed_after}")
+
+    # keep-alive: each request gets its own time; a slow translation is not cut
+    conn = ts.http.client.HTTPConnection("127.0.0.1", p, timeout=30 * SLOW)
+    codes = []
+    for _ in range(3):
+        conn.request("GET", "/health")
+        r = conn.getresponse()
+        r.read()
+        codes.append(r.status)
+        time.sleep(0.8)
+    conn.close()
+    tap.ok(codes == [200, 200, 200], "keep-alive requests 0.8 s apart over 2.4 s: all answered", f"{codes}")
+    srv.stop()
+
+    srv = Server("--request-read-timeout", "1", "--max-batch-sentences", "1", "--max-wait-ms", "0",
+                 "--request-timeout", "0", "--max-sentences", "5000", "--max-queue", "5000", "--max-chars", "200000")
+    text = " ".join(["A man in a red shirt is riding a bike."] * 300)
+    t0 = time.time()
+    st, h, j = ts.translate(srv.port, text)
+    dt = time.time() - t0
+    st2, h, data = request(srv.port, "GET", "/metrics")
+    m = re.search(r"deepmt_read_timeouts_total (\d+)", data.decode())
+    tap.ok(st == 200, f"a translation longer than the read timeout is answered (waiting is not reading; {dt:.1f} s)",
+           f"{st} {str(j)[:200]}")
+    tap.ok(m and m.group(1) == "0", "and not counted in deepmt_read_timeouts_total", data.decode()[-600:])
+    srv.stop()
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main():
+    if not os.access(ts.BIN, os.X_OK):
+        tap.skip(f"{ts.BIN} not built")
+        return tap.done()
+    if not os.path.exists(os.path.join(ts.MODEL, "config.json")):
+        tap.skip(f"no test model at {ts.MODEL}")
+        return tap.done()
+    try:
+        test_api_key_file()
+        test_invalid_utf8_errors()
+        test_log_forging()
+        test_half_close()
+        test_per_ip_limit()
+        test_read_deadline()
+        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports in any server's stderr",
+               "\n".join(ts.SANITIZER_REPORTS[:2]))
+    finally:
+        shutil.rmtree(ts.TMP, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
