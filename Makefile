@@ -21,13 +21,13 @@ SAN     ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
 LDFLAGS += -pthread -fopenmp $(SAN)
-LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lstdc++ -lm
+LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lstdc++ -lm
 PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000
 
 LIB_SRC  := $(wildcard model/*.c model/kernels/*.c tokenizer/*.c server/*.c)
-LIB_CXX  := $(wildcard tokenizer/*.cc)
+LIB_CXX  := $(wildcard tokenizer/*.cc server/*.cc)
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/c/test_*.c)
 TEST_SUP := $(filter-out tests/c/test_%.c,$(wildcard tests/c/*.c))
@@ -53,6 +53,9 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+# files the assembler builds into objects (.incbin), which -MMD does not see
+$(BUILD)/server/lt_api.o: server/openapi.json
 
 $(BUILD)/libdeepmt.a: $(LIB_OBJ)
 	@rm -f $@

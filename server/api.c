@@ -129,7 +129,7 @@ static size_t count_chars(const char *s, size_t len) {
     return n;
 }
 
-static int key_allowed(const dmt_server_config *cfg, const char *key) {
+int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key) {
     if (!key) return 0;
     size_t kl = strlen(key);
     int ok = 0;
@@ -256,7 +256,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
     }
     if (cfg->n_api_keys > 0) {
         json_t *k = json_object_get(body, "api_key");
-        if (!key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) {
+        if (!dmt_api_key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) {
             snprintf(err, errlen, "Invalid API key");
             status = 403;
             goto fail;
@@ -303,7 +303,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
     r->same_language = !strcmp(source, target);
     if (!strcmp(source, "auto"))
         for (int t = 0; t < r->n_texts; t++)
-            r->detected[t] = dmt_detect_language(mcfg, &r->texts[t], &r->lens[t], 1, &r->confidence[t]);
+            r->detected[t] = dmt_detect_language(mcfg, r->texts[t], r->lens[t], &r->confidence[t]);
     if (!r->same_language && r->n_sentences > 0) {
         r->work.jobs = calloc((size_t)r->n_sentences, sizeof *r->work.jobs);
         if (!r->work.jobs) {

@@ -28,11 +28,13 @@
 
 #include <microhttpd.h>
 
+#include "server/lt_api.h"
 #include "tokenizer/utf8.h"
 
 #define DEEPMT_VERSION_STR "0.1.0"
 
-typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS } route;
+typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS, R_DETECT, R_SUGGEST,
+               R_SPEC } route;
 
 static const struct { const char *path; route r; const char *allow; } routes[] = {
     {"/", R_ROOT, "GET, HEAD, OPTIONS"},
@@ -42,7 +44,13 @@ static const struct { const char *path; route r; const char *allow; } routes[] =
     {"/ready", R_READY, "GET, HEAD, OPTIONS"},
     {"/metrics", R_METRICS, "GET, HEAD, OPTIONS"},
     {"/frontend/settings", R_SETTINGS, "GET, HEAD, OPTIONS"},
+    {"/detect", R_DETECT, "POST, OPTIONS"},
+    {"/suggest", R_SUGGEST, "POST, OPTIONS"},
+    {"/spec", R_SPEC, "GET, HEAD, OPTIONS"},
 };
+
+/* Routes whose POST body is read (and limited) like /translate's. */
+static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r == R_SUGGEST; }
 
 typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
 
@@ -262,7 +270,14 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
     free(c->body);
     c->body = NULL;
     if (!body) return respond_error(c, 400, err);
-    int status = dmt_api_translate_parse(srv->cfg, &srv->model_cfg, body, &c->req, err, sizeof err);
+    int status;
+    route r0 = routes[c->route_index].r;
+    if (r0 != R_TRANSLATE) { /* lt_api.c: answered at once, no model run */
+        json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
+                                     : dmt_lt_suggest(srv->cfg, body, &status);
+        return respond_json(c, status, res);
+    }
+    status = dmt_api_translate_parse(srv->cfg, &srv->model_cfg, body, &c->req, err, sizeof err);
     if (status) return respond_error(c, status, err);
     dmt_api_request *r = c->req;
     if (r->work.n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
@@ -294,7 +309,7 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
 
 static enum MHD_Result translate_first(conn_ctx *c) {
     dmt_server *srv = c->srv;
-    if (!dmt_scheduler_ready(srv->sched))
+    if (routes[c->route_index].r == R_TRANSLATE && !dmt_scheduler_ready(srv->sched))
         return respond_json_h(c, 503, dmt_api_error("the model is loading; try again shortly"),
                               MHD_HTTP_HEADER_RETRY_AFTER, "1");
     const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -354,9 +369,12 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
         if (ready) return respond_json(c, 200, json_pack("{s:s}", "status", "ready"));
         return respond_json_h(c, 503, json_pack("{s:s}", "status", "loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
     case R_SETTINGS:
-        return respond_json(c, 200, json_pack("{s:i, s:b, s:b, s:b}", "charLimit", srv->cfg->max_chars,
-                                              "apiKeys", srv->cfg->n_api_keys > 0, "keyRequired",
-                                              srv->cfg->n_api_keys > 0, "suggestions", 0));
+        return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg));
+    case R_SPEC: {
+        size_t len;
+        const char *spec = dmt_lt_spec(&len);
+        return respond_raw(c, 200, "application/json", spec, len, (char *)NULL);
+    }
     case R_METRICS: {
         char *text = dmt_metrics_render(srv->metrics, dmt_scheduler_queued(srv->sched),
                                         dmt_scheduler_busy(srv->sched), ready, atomic_load(&srv->active));
@@ -395,7 +413,7 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     }
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     int post = !strcmp(method, "POST");
-    if ((r != R_TRANSLATE && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
+    if ((!takes_body(r) && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
     char msg[256];
     snprintf(msg, sizeof msg, "method %.*s not allowed on %s; allowed: %s", (int)dmt_text_clip(method, strlen(method), 16),
              method, routes[ri].path, allow);
@@ -432,7 +450,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->route_index = -1;
         for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
             if (!strcmp(url, routes[i].path)) c->route_index = (int)i;
-        if (c->route_index >= 0 && routes[c->route_index].r == R_TRANSLATE && !strcmp(method, "POST"))
+        if (c->route_index >= 0 && takes_body(routes[c->route_index].r) && !strcmp(method, "POST"))
             return translate_first(c);
         c->state = ST_ROUTE;
         return MHD_YES;
