@@ -21,7 +21,7 @@ SAN     ?=
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
 LDFLAGS += -pthread -fopenmp $(SAN)
-LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lstdc++ -lm
+LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lgumbo -lstdc++ -lm
 PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000

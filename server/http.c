@@ -108,7 +108,7 @@ static enum MHD_Result respond_raw(conn_ctx *c, int status, const char *type, co
 
 /* Sends j (stolen) as JSON; one optional extra header. */
 static enum MHD_Result respond_json_h(conn_ctx *c, int status, json_t *j, const char *hname, const char *hvalue) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL; /* 99.9, not 99.900000000000006 */
     json_decref(j);
     if (!s) { /* messages are escaped to valid UTF-8 (dmt_api_error): only an allocation fails here */
         static const char oom[] = "{\"error\":\"internal error: cannot build the answer (out of memory)\"}";

@@ -135,6 +135,14 @@ typedef struct {
     int alternatives;
     const char **detected;     /* per text, source "auto": a language code, or NULL */
     double *confidence;
+    /* format "html": texts[] above are the documents' text runs (html.h); the
+     * documents as sent and their detected languages are kept here */
+    struct dmt_html *html;
+    int n_docs;
+    const char **docs;
+    size_t *doc_lens;
+    const char **doc_detected;
+    double *doc_confidence;
     dmt_work work;
 } dmt_api_request;
 
