@@ -18,10 +18,11 @@ CXX     ?= g++
 BUILD   ?= build
 OPT     ?= -O3 -march=x86-64-v2 -mtune=generic
 SAN     ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP \
+           -I/usr/include/libxml2
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
 LDFLAGS += -pthread -fopenmp $(SAN)
-LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lgumbo -lstdc++ -lm
+LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lgumbo -lzip -lxml2 -lstdc++ -lm
 PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000

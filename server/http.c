@@ -28,13 +28,14 @@
 
 #include <microhttpd.h>
 
+#include "server/files.h"
 #include "server/lt_api.h"
 #include "tokenizer/utf8.h"
 
 #define DEEPMT_VERSION_STR "0.1.0"
 
 typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS, R_DETECT, R_SUGGEST,
-               R_SPEC } route;
+               R_SPEC, R_TRANSLATE_FILE, R_DOWNLOAD } route;
 
 static const struct { const char *path; route r; const char *allow; } routes[] = {
     {"/", R_ROOT, "GET, HEAD, OPTIONS"},
@@ -47,10 +48,14 @@ static const struct { const char *path; route r; const char *allow; } routes[] =
     {"/detect", R_DETECT, "POST, OPTIONS"},
     {"/suggest", R_SUGGEST, "POST, OPTIONS"},
     {"/spec", R_SPEC, "GET, HEAD, OPTIONS"},
+    {"/translate_file", R_TRANSLATE_FILE, "POST, OPTIONS"},
+    {"/download_file/", R_DOWNLOAD, "GET, HEAD, OPTIONS"}, /* a prefix: /download_file/ID/NAME */
 };
 
 /* Routes whose POST body is read (and limited) like /translate's. */
-static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r == R_SUGGEST; }
+static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r == R_SUGGEST || r == R_TRANSLATE_FILE; }
+/* Routes that queue sentences for the model. */
+static int translates(route r) { return r == R_TRANSLATE || r == R_TRANSLATE_FILE; }
 
 typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
 
@@ -66,6 +71,7 @@ typedef struct {
     size_t body_len, body_cap, body_seen;
     /* translate */
     dmt_api_request *req;
+    dmt_file_job *file;        /* /translate_file: the document being translated */
     pthread_mutex_t mu;        /* state, suspended: HTTP thread vs worker's done() */
     int suspended;
     /* answer */
@@ -266,13 +272,21 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
                  srv->cfg->max_body_bytes);
         return respond_error(c, 413, err);
     }
-    json_t *body = parse_body(c, err, sizeof err);
-    free(c->body);
-    c->body = NULL;
-    if (!body) return respond_error(c, 400, err);
     int status;
     route r0 = routes[c->route_index].r;
-    if (r0 != R_TRANSLATE) { /* lt_api.c: answered at once, no model run */
+    json_t *body;
+    if (r0 == R_TRANSLATE_FILE) { /* files.c: the document's texts as a translate request */
+        status = dmt_files_begin(srv->files, c->conn, c->body, c->body_len, &c->file, &body, err, sizeof err);
+        free(c->body);
+        c->body = NULL;
+        if (status) return respond_error(c, status, err);
+    } else {
+        body = parse_body(c, err, sizeof err);
+        free(c->body);
+        c->body = NULL;
+        if (!body) return respond_error(c, 400, err);
+    }
+    if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
         json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
                                      : dmt_lt_suggest(srv->cfg, body, &status);
         return respond_json(c, status, res);
@@ -282,6 +296,7 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
     dmt_api_request *r = c->req;
     if (r->work.n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
         json_t *res = dmt_api_translate_result(r, &status);
+        if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
     r->work.user = c;
@@ -309,7 +324,7 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
 
 static enum MHD_Result translate_first(conn_ctx *c) {
     dmt_server *srv = c->srv;
-    if (routes[c->route_index].r == R_TRANSLATE && !dmt_scheduler_ready(srv->sched))
+    if (translates(routes[c->route_index].r) && !dmt_scheduler_ready(srv->sched))
         return respond_json_h(c, 503, dmt_api_error("the model is loading; try again shortly"),
                               MHD_HTTP_HEADER_RETRY_AFTER, "1");
     const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -370,6 +385,18 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
         return respond_json_h(c, 503, json_pack("{s:s}", "status", "loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
     case R_SETTINGS:
         return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg));
+    case R_DOWNLOAD: {
+        char *data, name[160], err[256], disp[200];
+        size_t len;
+        const char *type;
+        int st = dmt_files_get(srv->files, c->path + strlen("/download_file/"), &data, &len, name, sizeof name, &type,
+                               err, sizeof err);
+        if (st) return respond_error(c, st, err);
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", name);
+        enum MHD_Result res = respond_raw(c, 200, type, data, len, "Content-Disposition", disp, (char *)NULL);
+        free(data);
+        return res;
+    }
     case R_SPEC: {
         size_t len;
         const char *spec = dmt_lt_spec(&len);
@@ -449,7 +476,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *req_cls = c;
         c->route_index = -1;
         for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-            if (!strcmp(url, routes[i].path)) c->route_index = (int)i;
+            if (!strcmp(url, routes[i].path) ||
+                (routes[i].r == R_DOWNLOAD && !strncmp(url, routes[i].path, strlen(routes[i].path))))
+                c->route_index = (int)i;
         if (c->route_index >= 0 && takes_body(routes[c->route_index].r) && !strcmp(method, "POST"))
             return translate_first(c);
         c->state = ST_ROUTE;
@@ -470,6 +499,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     case ST_FINISHED: {
         int status;
         json_t *res = dmt_api_translate_result(c->req, &status);
+        if (c->file) res = dmt_files_finish(c->srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
     case ST_QUEUED: /* not expected: MHD calls again only after the resume */
@@ -495,6 +525,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     dmt_metrics_request(srv->metrics, status, dt);
     dmt_access_log(srv, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);
     dmt_api_request_free(c->req);
+    dmt_file_job_free(c->file);
     free(c->body);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -532,6 +563,10 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
         snprintf(err, errlen, "--host %s: %s", cfg->host, gai_strerror(gai));
         return -1;
     }
+    if (!srv->files && !(srv->files = dmt_files_new(err, errlen))) {
+        freeaddrinfo(ai);
+        return -1;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -556,6 +591,8 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     if (!srv->daemon) {
         dmt_conn_guard_free(srv->guard);
         srv->guard = NULL;
+        dmt_files_free(srv->files);
+        srv->files = NULL;
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not allowed?)", cfg->host, cfg->port);
         return -1;
     }
@@ -578,4 +615,6 @@ void dmt_http_stop(dmt_server *srv) {
     srv->daemon = NULL;
     dmt_conn_guard_free(srv->guard); /* every connection is closed now */
     srv->guard = NULL;
+    dmt_files_free(srv->files); /* after the daemon: no request uses it any more */
+    srv->files = NULL;
 }

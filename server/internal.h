@@ -202,6 +202,7 @@ typedef struct dmt_server {
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
     dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
+    struct dmt_files *files;   /* /translate_file results (files.h) */
     atomic_int active;         /* requests between their first callback and completion */
     atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/documents.h"
 #include "server/internal.h"
 
 /* Texts longer than this are read only this far for detection (detect.c reads
@@ -102,10 +103,11 @@ json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg) {
             break;
         }
     json_t *formats = json_array();
+    for (const char *const *e = dmt_doc_extensions; *e; e++) json_array_append_new(formats, json_string(*e));
     return json_pack("{s:i, s:i, s:b, s:b, s:b, s:b, s:o, s:{s:{s:s, s:s}, s:{s:s, s:s}}}",
                      "charLimit", cfg->max_chars, "frontendTimeout", 500,
                      "apiKeys", cfg->n_api_keys > 0, "keyRequired", cfg->n_api_keys > 0,
-                     "suggestions", 0, "filesTranslation", 0, "supportedFilesFormat", formats,
+                     "suggestions", 0, "filesTranslation", 1, "supportedFilesFormat", formats,
                      "language", "source", "code", "auto", "name", "Auto Detect",
                      "target", "code", target ? target->code : "", "name", target ? target->name : "");
 }

@@ -92,6 +92,9 @@ def test_suggest_settings(p):
     tap.ok(lang.get("source") == {"code": "auto", "name": "Auto Detect"}
            and lang.get("target", {}).get("code") in ("de", "fr", "cs"),
            "/frontend/settings: language {source: auto, target: a model language}", f"{lang}")
+    tap.ok(j.get("filesTranslation") is True and j.get("supportedFilesFormat") == [".txt", ".html", ".htm", ".srt",
+                                                                                    ".docx", ".odt"],
+           "/frontend/settings: filesTranslation and the supported extensions", f"{j}")
 
 
 def test_keys():
@@ -122,7 +125,7 @@ def test_spec(p):
     st, h, routes = ts.jreq(p, "GET", "/")
     paths = set(spec.get("paths", {}))
     want = {"/translate", "/detect", "/languages", "/suggest", "/frontend/settings", "/spec", "/health", "/ready",
-            "/metrics", "/"}
+            "/metrics", "/", "/translate_file", "/download_file/{id}/{name}"}
     tap.ok(want <= paths, "/spec describes every endpoint", f"missing {want - paths}")
     mods, why = node_modules()
     if not mods:
