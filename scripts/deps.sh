@@ -1,14 +1,15 @@
 #!/bin/sh
 # Install the Debian packages deepmt needs, skipping those already present.
 # Usage: scripts/deps.sh [build|test|train]   (default: build)
-#   build  compiler, BLAS, HTTP, JSON, SentencePiece, CLD2 (language detection) and gumbo (HTML) libraries
+#   build  compiler, BLAS, HTTP, JSON, SentencePiece, CLD2 (language detection),
+#         gumbo (HTML), libzip and libxml2 (.docx, .odt) libraries
 #   test   build + curl, python3, numpy, torch and sentencepiece (HTTP integration, converter and training tests),
 #          clang and its libFuzzer/sanitizer runtimes (the fuzz targets; ~45 MB download, ~300 MB installed),
 #          node and npm (the OpenAPI validator and LibreTranslate client, installed from npm into build/node)
 #   train  test + Debian's PyTorch, numpy and sentencepiece for tools/ (golden files, training)
 set -eu
 profile=${1:-build}
-pkgs="gcc g++ make pkg-config libopenblas-dev libjansson-dev libmicrohttpd-dev libsentencepiece-dev libcld2-dev libgumbo-dev"
+pkgs="gcc g++ make pkg-config libopenblas-dev libjansson-dev libmicrohttpd-dev libsentencepiece-dev libcld2-dev libgumbo-dev libzip-dev libxml2-dev"
 case "$profile" in
   build) ;;
   test)  pkgs="$pkgs curl python3 python3-numpy python3-torch python3-sentencepiece clang libclang-rt-14-dev python3-yaml python3-protobuf nodejs npm" ;;
