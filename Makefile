@@ -57,6 +57,7 @@ $(BUILD)/%.o: %.cc
 
 # files the assembler builds into objects (.incbin), which -MMD does not see
 $(BUILD)/server/lt_api.o: server/openapi.json
+$(BUILD)/server/webpage.o: server/webpage.html
 
 $(BUILD)/libdeepmt.a: $(LIB_OBJ)
 	@rm -f $@

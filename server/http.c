@@ -30,6 +30,7 @@
 
 #include "server/files.h"
 #include "server/lt_api.h"
+#include "server/webpage.h"
 #include "tokenizer/utf8.h"
 
 #define DEEPMT_VERSION_STR "0.1.0"
@@ -372,10 +373,21 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
     int ready = dmt_scheduler_ready(srv->sched);
     switch (r) {
     case R_ROOT:
-        return respond_json(c, 200, json_pack("{s:s, s:s, s:s, s:[sssss]}", "name", "deepmt", "version",
-                                              DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
-                                              "POST /translate", "GET /languages", "GET /health", "GET /ready",
-                                              "GET /metrics"));
+        if (dmt_webpage_wanted(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))) {
+            size_t len;
+            const char *page = dmt_webpage(&len);
+            /* the page may load nothing from elsewhere: it works offline */
+            return respond_raw(c, 200, "text/html; charset=utf-8", page, len, "Vary", "Accept",
+                               "Content-Security-Policy",
+                               "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+                               (char *)NULL);
+        }
+        return respond_json_h(c, 200, json_pack("{s:s, s:s, s:s, s:[sssssssss]}", "name", "deepmt", "version",
+                                                DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
+                                                "POST /translate", "POST /translate_file", "POST /detect",
+                                                "GET /languages", "GET /frontend/settings", "GET /spec", "GET /health",
+                                                "GET /ready", "GET /metrics"),
+                              "Vary", "Accept");
     case R_LANGUAGES:
         return respond_json(c, 200, dmt_api_languages(&srv->model_cfg));
     case R_HEALTH:

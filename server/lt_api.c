@@ -104,12 +104,13 @@ json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg) {
         }
     json_t *formats = json_array();
     for (const char *const *e = dmt_doc_extensions; *e; e++) json_array_append_new(formats, json_string(*e));
-    return json_pack("{s:i, s:i, s:b, s:b, s:b, s:b, s:o, s:{s:{s:s, s:s}, s:{s:s, s:s}}}",
+    return json_pack("{s:i, s:i, s:b, s:b, s:b, s:b, s:o, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:i}",
                      "charLimit", cfg->max_chars, "frontendTimeout", 500,
                      "apiKeys", cfg->n_api_keys > 0, "keyRequired", cfg->n_api_keys > 0,
                      "suggestions", 0, "filesTranslation", 1, "supportedFilesFormat", formats,
                      "language", "source", "code", "auto", "name", "Auto Detect",
-                     "target", "code", target ? target->code : "", "name", target ? target->name : "");
+                     "target", "code", target ? target->code : "", "name", target ? target->name : "",
+                     "maxAlternatives", cfg->max_alternatives); /* ours: what "alternatives" may ask */
 }
 
 /* server/openapi.json, built into the binary by the assembler (the path is
