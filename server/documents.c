@@ -22,7 +22,7 @@
 
 #define DOC_MAX_ENTRIES 4096
 #define DOC_MAX_UNPACKED (256u << 20)
-#define DOC_MAX_XML (32u << 20)
+#define DOC_MAX_XML (8u << 20) /* a DOM is several times its XML: this bounds a request */
 #define DOC_MAX_RATIO 100
 #define DOC_MAX_TEXTS 100000
 
