@@ -152,7 +152,7 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
             u->oom = 1;
             return MHD_NO;
         }
-        memcpy(u->job->data + u->job->len, data, size);
+        if (size) memcpy(u->job->data + u->job->len, data, size);
         u->job->len += size;
     } else if (!strcmp(key, "source")) {
         field_append(u->source, data, off, size, &u->too_long);

@@ -182,7 +182,7 @@ dmt_html *dmt_html_prepare(const char *const *texts, const size_t *lens, int n, 
         h->count[t] = h->n_seg - h->first[t];
         /* tree order is source order except where the parser moved nodes (text
          * in a table goes before it): splicing needs source order */
-        qsort(h->seg + h->first[t], (size_t)h->count[t], sizeof *h->seg, by_source);
+        if (h->count[t] > 1) qsort(h->seg + h->first[t], (size_t)h->count[t], sizeof *h->seg, by_source);
     }
     return h;
 oom:
