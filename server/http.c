@@ -277,6 +277,8 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
     route r0 = routes[c->route_index].r;
     json_t *body;
     if (r0 == R_TRANSLATE_FILE) { /* files.c: the document's texts as a translate request */
+        if (!srv->files)
+            return respond_error(c, 503, "file translation is off: the server has no writable temporary folder");
         status = dmt_files_begin(srv->files, c->conn, c->body, c->body_len, &c->file, &body, err, sizeof err);
         free(c->body);
         c->body = NULL;
@@ -396,11 +398,12 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
         if (ready) return respond_json(c, 200, json_pack("{s:s}", "status", "ready"));
         return respond_json_h(c, 503, json_pack("{s:s}", "status", "loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
     case R_SETTINGS:
-        return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg));
+        return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg, srv->files != NULL));
     case R_DOWNLOAD: {
         char *data, name[160], err[256], disp[200];
         size_t len;
         const char *type;
+        if (!srv->files) return respond_error(c, 404, "no such file");
         int st = dmt_files_get(srv->files, c->path + strlen("/download_file/"), &data, &len, name, sizeof name, &type,
                                err, sizeof err);
         if (st) return respond_error(c, st, err);
@@ -575,9 +578,10 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
         snprintf(err, errlen, "--host %s: %s", cfg->host, gai_strerror(gai));
         return -1;
     }
-    if (!srv->files && !(srv->files = dmt_files_new(err, errlen))) {
-        freeaddrinfo(ai);
-        return -1;
+    if (!srv->files) { /* without a writable temporary folder, only /translate_file is off */
+        char ferr[512];
+        if (!(srv->files = dmt_files_new(ferr, sizeof ferr)))
+            dmt_server_log(cfg, "file translation is off: %s (set TMPDIR to a writable folder)", ferr);
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;

@@ -10,6 +10,9 @@
  *   textsafe.c   untrusted bytes made safe for log lines and JSON messages
  *   halfclose.c  answering a client that half-closed its connection
  *   connguard.c  per-connection read deadline (slow requests)
+ *   lt_api.c     /detect, /suggest, /frontend/settings, /spec (lt_api.h)
+ *   html.c       format "html" (html.h); documents.c, files.c: /translate_file
+ *   webpage.c    the page GET / gives browsers (webpage.h)
  */
 #ifndef DEEPMT_SERVER_INTERNAL_H
 #define DEEPMT_SERVER_INTERNAL_H

@@ -93,7 +93,7 @@ json_t *dmt_lt_suggest(const dmt_server_config *cfg, json_t *body, int *status) 
     return dmt_api_error("Suggestions are disabled on this server.");
 }
 
-json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg) {
+json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg, int files) {
     /* The web page starts on auto -> the first language that is not English
      * (English is the usual source), or the first one. */
     const dmt_language *target = mcfg->n_languages > 0 ? &mcfg->languages[0] : NULL;
@@ -103,11 +103,11 @@ json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg) {
             break;
         }
     json_t *formats = json_array();
-    for (const char *const *e = dmt_doc_extensions; *e; e++) json_array_append_new(formats, json_string(*e));
+    for (const char *const *e = dmt_doc_extensions; files && *e; e++) json_array_append_new(formats, json_string(*e));
     return json_pack("{s:i, s:i, s:b, s:b, s:b, s:b, s:o, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:i}",
                      "charLimit", cfg->max_chars, "frontendTimeout", 500,
                      "apiKeys", cfg->n_api_keys > 0, "keyRequired", cfg->n_api_keys > 0,
-                     "suggestions", 0, "filesTranslation", 1, "supportedFilesFormat", formats,
+                     "suggestions", 0, "filesTranslation", files != 0, "supportedFilesFormat", formats,
                      "language", "source", "code", "auto", "name", "Auto Detect",
                      "target", "code", target ? target->code : "", "name", target ? target->name : "",
                      "maxAlternatives", cfg->max_alternatives); /* ours: what "alternatives" may ask */

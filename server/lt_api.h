@@ -20,8 +20,8 @@ json_t *dmt_lt_detect(const dmt_server_config *cfg, const dmt_config *mcfg, json
  * answers with --suggestions off (after the API key check). Takes body. */
 json_t *dmt_lt_suggest(const dmt_server_config *cfg, json_t *body, int *status);
 
-/* GET /frontend/settings. */
-json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg);
+/* GET /frontend/settings; files: /translate_file works. */
+json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg, int files);
 
 /* GET /spec: the OpenAPI 3 description (server/openapi.json, built in). */
 const char *dmt_lt_spec(size_t *len);

@@ -246,6 +246,18 @@ def test_storage_and_keys():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_no_tmpdir():
+    srv = ts.Server(env={"TMPDIR": "/nonexistent/deepmt-no-such-dir"})
+    st, h, j = ts.jreq(srv.port, "GET", "/frontend/settings")
+    st2, j2 = upload(srv.port, "a.txt", b"Hello.")
+    st3, h, j3 = ts.translate(srv.port, "Hello.")
+    tap.ok(st == 200 and j.get("filesTranslation") is False and j.get("supportedFilesFormat") == [] and st2 == 503
+           and "file translation is off" in ts.error_of(j2) and st3 == 200,
+           "no writable TMPDIR: the server runs, file translation is off and says so", f"{j} {st2} {j2} {st3}")
+    tap.ok("file translation is off" in srv.stderr(), "... and the log says why", srv.stderr()[-400:])
+    srv.stop()
+
+
 def main():
     if not os.access(ts.BIN, os.X_OK):
         tap.skip(f"{ts.BIN} not built")
@@ -264,6 +276,7 @@ def main():
             rc = srv.stop()
         tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
         test_storage_and_keys()
+        test_no_tmpdir()
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
     finally:
         shutil.rmtree(ts.TMP, ignore_errors=True)
