@@ -20,6 +20,8 @@ case "$profile" in
 esac
 missing=""
 for p in $pkgs; do
+  # a Node.js from elsewhere (NodeSource) brings its own npm, which Debian's conflicts with
+  [ "$p" = npm ] && command -v npm >/dev/null 2>&1 && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
