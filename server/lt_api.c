@@ -37,7 +37,9 @@ json_t *dmt_lt_detect(const dmt_server_config *cfg, const dmt_config *mcfg, json
     }
     if ((res = check_key(cfg, body, status))) goto out;
     json_t *q = json_object_get(body, "q");
-    if (!q || json_is_null(q)) {
+    /* as LibreTranslate: an empty q is a missing one */
+    if (!q || json_is_null(q) || (json_is_string(q) && json_string_length(q) == 0) ||
+        (json_is_array(q) && json_array_size(q) == 0)) {
         res = dmt_api_error("Invalid request: missing q parameter");
         goto out;
     }

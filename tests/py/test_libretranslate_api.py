@@ -50,9 +50,10 @@ def test_detect(p):
     st, h, j = ts.jreq(p, "POST", "/detect", {"q": "12345 !!!"})
     tap.ok(st == 200 and is_guess_list(j) and j[0]["confidence"] == 0,
            "/detect: no letters -> a default guess with confidence 0", f"{st} {j}")
-    st, h, j = ts.jreq(p, "POST", "/detect", {})
-    tap.ok(st == 400 and ts.error_of(j) == "Invalid request: missing q parameter", "/detect: missing q -> 400",
-           f"{st} {j}")
+    for body in ({}, {"q": ""}, {"q": []}):
+        st, h, j = ts.jreq(p, "POST", "/detect", body)
+        tap.ok(st == 400 and ts.error_of(j) == "Invalid request: missing q parameter",
+               f"/detect: missing or empty q -> 400 as LibreTranslate ({body})", f"{st} {j}")
     st, h, j = ts.jreq(p, "POST", "/detect", {"q": 5})
     tap.ok(st == 400 and "q must be" in ts.error_of(j), "/detect: q of the wrong type -> 400", f"{st} {j}")
     st, h, j = ts.jreq(p, "POST", "/detect", {"q": "x" * 20001})
