@@ -25,6 +25,7 @@
 #define DOC_MAX_XML (8u << 20) /* a DOM is several times its XML: this bounds a request */
 #define DOC_MAX_RATIO 100
 #define DOC_MAX_TEXTS 100000
+#define DOC_MAX_PARTS 32           /* XML parts translated in one archive */
 
 #define NS_W "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 #define NS_TEXT "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
@@ -46,9 +47,10 @@ struct dmt_doc {
     piece *p;
     int n, cap;
     char *eol;         /* srt: "\n" or "\r\n" */
-    /* docx/odt */
-    xmlDocPtr xml;
-    char part[64];     /* the archive entry rewritten */
+    /* docx/odt: the XML parts translated, first the main one */
+    xmlDocPtr xml[DOC_MAX_PARTS];
+    char part[DOC_MAX_PARTS][64];
+    int n_parts;
 };
 
 int dmt_doc_kind_of(const char *name) {
@@ -394,22 +396,49 @@ static int open_zip(dmt_doc *d, char *err, size_t errlen) {
             goto out;
         }
     }
-    snprintf(d->part, sizeof d->part, "%s", docx ? "word/document.xml" : "content.xml");
-    size_t xl;
-    xml = read_entry(za, d->part, &xl, err, errlen);
-    if (!xml) goto out;
-    /* no network, no DTD loading, entities left unexpanded */
-    d->xml = xmlReadMemory(xml, (int)xl, d->part, NULL, XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-    if (!d->xml || !xmlDocGetRootElement(d->xml)) {
-        const xmlError *e = xmlGetLastError();
-        snprintf(err, errlen, "malformed document: %s is not well-formed XML%s%.200s", d->part, e && e->message ? ": " : "",
-                 e && e->message ? e->message : "");
-        size_t l = strlen(err);
-        while (l && err[l - 1] == '\n') err[--l] = 0;
-        goto out;
+    /* the main part, then those holding more of the text: a .docx's headers,
+     * footers, footnotes and endnotes; an .odt's styles.xml (page headers and
+     * footers). Their XML together is bounded like one part. */
+    snprintf(d->part[d->n_parts++], sizeof d->part[0], "%s", docx ? "word/document.xml" : "content.xml");
+    for (zip_int64_t i = 0; i < n && d->n_parts < DOC_MAX_PARTS; i++) {
+        const char *name = zip_get_name(za, (zip_uint64_t)i, 0);
+        if (!name || strlen(name) >= sizeof d->part[0]) continue;
+        unsigned num;
+        char tail[8] = "";
+        int extra = docx ? (sscanf(name, "word/header%u.xm%7s", &num, tail) == 2 && !strcmp(tail, "l")) ||
+                               (sscanf(name, "word/footer%u.xm%7s", &num, tail) == 2 && !strcmp(tail, "l")) ||
+                               !strcmp(name, "word/footnotes.xml") || !strcmp(name, "word/endnotes.xml")
+                         : !strcmp(name, "styles.xml");
+        if (extra) snprintf(d->part[d->n_parts++], sizeof d->part[0], "%s", name);
     }
+    size_t xml_total = 0;
     walk_state w = {.d = d, .docx = docx};
-    walk(&w, (xmlNodePtr)d->xml);
+    for (int k = 0; k < d->n_parts; k++) {
+        size_t xl;
+        xml = read_entry(za, d->part[k], &xl, err, errlen);
+        if (!xml) goto out;
+        if ((xml_total += xl) > DOC_MAX_XML) {
+            snprintf(err, errlen, "the document's XML unpacks to more than %u bytes, limit %u", DOC_MAX_XML,
+                     DOC_MAX_XML);
+            goto out;
+        }
+        /* no network, no DTD loading, entities left unexpanded */
+        d->xml[k] = xmlReadMemory(xml, (int)xl, d->part[k], NULL,
+                                  XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+        free(xml);
+        xml = NULL;
+        if (!d->xml[k] || !xmlDocGetRootElement(d->xml[k])) {
+            const xmlError *e = xmlGetLastError();
+            snprintf(err, errlen, "malformed document: %s is not well-formed XML%s%.200s", d->part[k],
+                     e && e->message ? ": " : "", e && e->message ? e->message : "");
+            size_t l = strlen(err);
+            while (l && err[l - 1] == '\n') err[--l] = 0;
+            free(w.buf);
+            goto out;
+        }
+        walk(&w, (xmlNodePtr)d->xml[k]);
+        if (w.failed) break;
+    }
     free(w.buf);
     if (w.failed) {
         snprintf(err, errlen, d->n >= DOC_MAX_TEXTS ? "too many paragraphs (limit %d)" : "out of memory",
@@ -432,23 +461,26 @@ static int write_zip(dmt_doc *d, const char *const *tr, const size_t *tl, const 
         /* Word drops a run's edge spaces unless told to keep them */
         if (d->kind == DMT_DOC_DOCX && p->n_nodes) xmlNodeSetSpacePreserve(p->nodes[0]->parent, 1);
     }
-    xmlChar *out = NULL;
-    int out_len = 0;
-    xmlDocDumpMemoryEnc(d->xml, &out, &out_len, "UTF-8");
-    if (!out) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
+    xmlChar *out[DOC_MAX_PARTS] = {0};
+    int out_len[DOC_MAX_PARTS] = {0}, ok = 1;
+    for (int k = 0; k < d->n_parts; k++) {
+        xmlDocDumpMemoryEnc(d->xml[k], &out[k], &out_len[k], "UTF-8");
+        ok = ok && out[k];
     }
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(d->data, 1, d->len, f) == d->len;
+    FILE *f = ok ? fopen(path, "wb") : NULL;
+    ok = f && fwrite(d->data, 1, d->len, f) == d->len;
     if (f && fclose(f)) ok = 0;
     zip_t *za = NULL;
     int zerr = 0;
     if (ok) za = zip_open(path, 0, &zerr);
-    zip_source_t *src = za ? zip_source_buffer(za, out, (zip_uint64_t)out_len, 0) : NULL;
-    zip_int64_t idx = za ? zip_name_locate(za, d->part, 0) : -1;
-    ok = ok && za && src && idx >= 0 && zip_file_replace(za, (zip_uint64_t)idx, src, 0) == 0;
-    if (!ok && src) zip_source_free(src);
+    ok = ok && za;
+    /* the buffers stay ours until zip_close has written them */
+    for (int k = 0; ok && k < d->n_parts; k++) {
+        zip_source_t *src = zip_source_buffer(za, out[k], (zip_uint64_t)out_len[k], 0);
+        zip_int64_t idx = zip_name_locate(za, d->part[k], 0);
+        ok = src && idx >= 0 && zip_file_replace(za, (zip_uint64_t)idx, src, 0) == 0;
+        if (!ok && src) zip_source_free(src);
+    }
     if (za) {
         if (!ok) zip_discard(za);
         else if (zip_close(za) != 0) {
@@ -456,7 +488,7 @@ static int write_zip(dmt_doc *d, const char *const *tr, const size_t *tl, const 
             zip_discard(za);
         }
     }
-    xmlFree(out);
+    for (int k = 0; k < d->n_parts; k++) xmlFree(out[k]);
     if (!ok) snprintf(err, errlen, "cannot write the translated document");
     return ok ? 0 : -1;
 }
@@ -528,6 +560,7 @@ void dmt_doc_free(dmt_doc *d) {
     }
     free(d->p);
     free(d->eol);
-    if (d->xml) xmlFreeDoc(d->xml);
+    for (int k = 0; k < d->n_parts; k++)
+        if (d->xml[k]) xmlFreeDoc(d->xml[k]);
     free(d);
 }

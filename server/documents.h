@@ -5,8 +5,10 @@
  *   .html .htm   the whole file, as format "html" (html.h)
  *   .srt         each subtitle's text (lines joined by a space); numbers and
  *                timings are kept as they are
- *   .docx        each paragraph (w:p) of word/document.xml
+ *   .docx        each paragraph (w:p) of word/document.xml, the headers,
+ *                footers, footnotes and endnotes
  *   .odt         each paragraph and heading (text:p, text:h) of content.xml
+ *                and styles.xml (page headers and footers)
  *
  * A paragraph is translated whole even when formatting splits it into runs;
  * the translation goes into its first run (keeping that run's formatting) and

@@ -115,8 +115,14 @@ def paragraphs(xml_bytes, ns, names):
     return [el for el in root.iter() if el.tag in {f"{{{ns}}}{n}" for n in names}]
 
 
+HEADER_XML = (f'<?xml version="1.0"?><w:hdr xmlns:w="{W}"><w:p><w:r><w:t>Annual report</w:t></w:r></w:p></w:hdr>')
+NOTES_XML = (f'<?xml version="1.0"?><w:footnotes xmlns:w="{W}"><w:footnote w:id="1"><w:p><w:r><w:t>A small note.'
+             '</w:t></w:r></w:p></w:footnote></w:footnotes>')
+
+
 def test_docx(p):
-    src = docx_bytes(DOCX_XML)
+    src = docx_bytes(DOCX_XML, {"word/header1.xml": HEADER_XML, "word/footnotes.xml": NOTES_XML,
+                                "word/settings.xml": "<w:settings>Do not touch</w:settings>"})
     st, j, got = roundtrip(p, "report.docx", src)
     tap.ok(st == 200 and got and j["translatedFileUrl"].endswith("/report.docx"),
            ".docx: translatedFileUrl, then GET returns the file", f"{st} {j}")
@@ -125,7 +131,13 @@ def test_docx(p):
     zin, zout = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got))
     tap.ok(zout.testzip() is None and zin.namelist() == zout.namelist(), ".docx: a valid zip, same entries in order",
            f"{zout.namelist()}")
-    tap.ok(zin.read("word/styles.xml") == zout.read("word/styles.xml"), ".docx: other parts untouched", "")
+    tap.ok(zin.read("word/styles.xml") == zout.read("word/styles.xml")
+           and zin.read("word/settings.xml") == zout.read("word/settings.xml"), ".docx: other parts untouched", "")
+    for part, text in (("word/header1.xml", "Annual report"), ("word/footnotes.xml", "A small note.")):
+        a, b = zin.read(part), zout.read(part)
+        got = [t.text for t in ET.fromstring(b).iter(f"{{{W}}}t")]
+        tap.ok(tags(a) == tags(b) and len(got) == 1 and got[0] and got[0] != text,
+               f".docx: {part} translated too, same elements", f"{got}")
     a, b = zin.read("word/document.xml"), zout.read("word/document.xml")
     tap.ok(tags(a) == tags(b), ".docx: the same XML elements in the same order (runs, tables, properties)",
            f"{b[:600]!r}")
