@@ -38,12 +38,12 @@ def test_detect(p):
             tap.ok(st == 200 and is_guess_list(j) and j[0]["language"] == lang,
                    f"POST /detect {lang}: [{{confidence, language}}], best first", f"{t!r}: {st} {j}")
     st, h, j = ts.jreq(p, "POST", "/detect", {"q": "Zwei Hunde spielen im Schnee."})
-    confs = [g["confidence"] for g in j]
-    tap.ok(confs == sorted(confs, reverse=True) and len({g["language"] for g in j}) == len(j),
+    confs = [g["confidence"] for g in j] if is_guess_list(j) else None
+    tap.ok(confs and confs == sorted(confs, reverse=True) and len({g["language"] for g in j}) == len(j),
            "/detect: candidates sorted by confidence, no language twice", f"{j}")
     st, h, data = ts.request(p, "POST", "/detect", "q=Deux%20chiens%20jouent%20dans%20la%20neige.", FORM)
-    j = json.loads(data)
-    tap.ok(st == 200 and j[0]["language"] == "fr", "/detect: a form body", f"{st} {j}")
+    j = json.loads(data) if st == 200 else None
+    tap.ok(is_guess_list(j) and j[0]["language"] == "fr", "/detect: a form body", f"{st} {data!r}")
     st, h, j = ts.jreq(p, "POST", "/detect", {"q": ["Der Hund.", "Die Katze schläft im Haus."]})
     tap.ok(st == 200 and is_guess_list(j) and j[0]["language"] == "de", "/detect: an array q is read as one text",
            f"{st} {j}")

@@ -153,6 +153,14 @@ def test_browser_errors(tmp):
         srv.stop()
 
 
+def guarded(fn, *args):
+    """Runs a browser test; an exception (an element that never appeared) is a failure, not a crash."""
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001
+        tap.ok(False, f"{fn.__name__} ran to the end", f"{type(e).__name__}: {str(e)[:600]}")
+
+
 def main():
     if not os.access(ts.BIN, os.X_OK):
         tap.skip(f"{ts.BIN} not built")
@@ -170,11 +178,11 @@ def main():
             if not have:
                 tap.skip("chromium, chromium-driver or python3-selenium missing (scripts/deps.sh test installs them)")
             else:
-                test_browser(srv.port, tmp)
+                guarded(test_browser, srv.port, tmp)
         finally:
             srv.stop()
         if have:
-            test_browser_errors(tmp)
+            guarded(test_browser_errors, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
         shutil.rmtree(ts.TMP, ignore_errors=True)
