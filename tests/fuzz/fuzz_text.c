@@ -8,8 +8,8 @@
  *      (and nothing is written past it), spans are in order, inside the text, never
  *      empty, never start or end with whitespace, never cross a '\n', and every byte
  *      outside them is whitespace, so gaps + sentences reassemble to the input;
- *   3. dmt_detect_language over those sentences answers one of the configured codes
- *      (or NULL) with a confidence in (0, 100];
+ *   3. dmt_detect over each sentence answers configured codes, best first, with
+ *      confidences in [0, 100];
  *   4. the tokenizer fixtures (tests/fixtures/tokenizer, tokenizer-vocab): encode
  *      refuses exactly invalid UTF-8, NUL bytes and inputs over the id limit; ids are
  *      in range and decode to valid UTF-8; decoding arbitrary ids never fails for
