@@ -589,6 +589,8 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg, srv->metrics);
     if (cfg->request_read_timeout_s > 0 && !srv->guard) {
         freeaddrinfo(ai);
+        dmt_files_free(srv->files);
+        srv->files = NULL;
         snprintf(err, errlen, "cannot start the --request-read-timeout thread");
         return -1;
     }
