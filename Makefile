@@ -18,16 +18,17 @@ CXX     ?= g++
 BUILD   ?= build
 OPT     ?= -O3 -march=x86-64-v2 -mtune=generic
 SAN     ?=
-CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP
+CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP \
+           -I/usr/include/libxml2
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
 LDFLAGS += -pthread -fopenmp $(SAN)
-LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lstdc++ -lm
+LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lgumbo -lzip -lxml2 -lstdc++ -lm
 PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000
 
 LIB_SRC  := $(wildcard model/*.c model/kernels/*.c tokenizer/*.c server/*.c)
-LIB_CXX  := $(wildcard tokenizer/*.cc)
+LIB_CXX  := $(wildcard tokenizer/*.cc server/*.cc)
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/c/test_*.c)
 TEST_SUP := $(filter-out tests/c/test_%.c,$(wildcard tests/c/*.c))
@@ -53,6 +54,10 @@ $(BUILD)/%.o: %.c
 $(BUILD)/%.o: %.cc
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+# files the assembler builds into objects (.incbin), which -MMD does not see
+$(BUILD)/server/lt_api.o: server/openapi.json
+$(BUILD)/server/webpage.o: server/webpage.html
 
 $(BUILD)/libdeepmt.a: $(LIB_OBJ)
 	@rm -f $@
@@ -196,7 +201,7 @@ FUZZ         ?=
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP \
-                $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+                -I/usr/include/libxml2 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_CXXFLAGS:= -std=c++17 -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)

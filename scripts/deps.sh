@@ -1,21 +1,26 @@
 #!/bin/sh
 # Install the Debian packages deepmt needs, skipping those already present.
 # Usage: scripts/deps.sh [build|test|train]   (default: build)
-#   build  compiler, BLAS, HTTP, JSON and SentencePiece libraries
+#   build  compiler, BLAS, HTTP, JSON, SentencePiece, CLD2 (language detection),
+#         gumbo (HTML), libzip and libxml2 (.docx, .odt) libraries
 #   test   build + curl, python3, numpy, torch and sentencepiece (HTTP integration, converter and training tests),
-#          clang and its libFuzzer/sanitizer runtimes (the fuzz targets; ~45 MB download, ~300 MB installed)
+#          clang and its libFuzzer/sanitizer runtimes (the fuzz targets; ~45 MB download, ~300 MB installed),
+#          node and npm (the OpenAPI validator and LibreTranslate client, installed from npm into build/node),
+#          chromium, chromium-driver and python3-selenium (the web page's headless browser test)
 #   train  test + Debian's PyTorch, numpy and sentencepiece for tools/ (golden files, training)
 set -eu
 profile=${1:-build}
-pkgs="gcc g++ make pkg-config libopenblas-dev libjansson-dev libmicrohttpd-dev libsentencepiece-dev"
+pkgs="gcc g++ make pkg-config libopenblas-dev libjansson-dev libmicrohttpd-dev libsentencepiece-dev libcld2-dev libgumbo-dev libzip-dev libxml2-dev"
 case "$profile" in
   build) ;;
-  test)  pkgs="$pkgs curl python3 python3-numpy python3-torch python3-sentencepiece clang libclang-rt-14-dev python3-yaml python3-protobuf" ;;
+  test)  pkgs="$pkgs curl python3 python3-numpy python3-torch python3-sentencepiece clang libclang-rt-14-dev python3-yaml python3-protobuf nodejs npm chromium chromium-driver python3-selenium" ;;
   train) pkgs="$pkgs curl python3 python3-torch python3-numpy python3-sentencepiece python3-protobuf" ;;
   *) echo "deps.sh: unknown profile '$profile' (build, test or train)" >&2; exit 2 ;;
 esac
 missing=""
 for p in $pkgs; do
+  # a Node.js from elsewhere (NodeSource) brings its own npm, which Debian's conflicts with
+  [ "$p" = npm ] && command -v npm >/dev/null 2>&1 && continue
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0

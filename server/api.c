@@ -1,15 +1,19 @@
 /* api.c — the JSON side of the LibreTranslate-compatible API.
  *
  * POST /translate takes {"q": str | [str], "source": code | "auto", "target": code,
- * "format": "text", "alternatives": n, "api_key": key} plus our engine fields
+ * "format": "text" | "html", "alternatives": n, "api_key": key} plus our engine fields
  * beam_size, length_penalty and max_length. Form bodies arrive here already turned
  * into a JSON object of strings (http.c), so numbers may also be digit strings.
  * Texts are split into sentences (sentences.h); every sentence is one scheduler
  * job; the answer puts the translated sentences back between the original gaps.
+ * With format "html" the texts are first cut into their runs of text (html.h),
+ * which then go through the same path, and are put back into the markup.
  * docs/server.md lists the messages and status codes.
  */
 #include "server/internal.h"
 #include "tokenizer/utf8.h"
+
+#include "server/html.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -129,7 +133,7 @@ static size_t count_chars(const char *s, size_t len) {
     return n;
 }
 
-static int key_allowed(const dmt_server_config *cfg, const char *key) {
+int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key) {
     if (!key) return 0;
     size_t kl = strlen(key);
     int ok = 0;
@@ -143,6 +147,18 @@ static int key_allowed(const dmt_server_config *cfg, const char *key) {
     return ok;
 }
 
+/* Allocates the per-text arrays for n texts. 0, or -1 out of memory. */
+static int alloc_texts(dmt_api_request *r, int n) {
+    r->n_texts = n;
+    r->texts = calloc((size_t)n + 1, sizeof *r->texts);
+    r->lens = calloc((size_t)n + 1, sizeof *r->lens);
+    r->first = calloc((size_t)n + 1, sizeof *r->first);
+    r->count = calloc((size_t)n + 1, sizeof *r->count);
+    r->detected = calloc((size_t)n + 1, sizeof *r->detected);
+    r->confidence = calloc((size_t)n + 1, sizeof *r->confidence);
+    return r->texts && r->lens && r->first && r->count && r->detected && r->confidence ? 0 : -1;
+}
+
 /* Collects q into r->texts / r->lens. 0, or 400 with a message. */
 static int read_q(dmt_api_request *r, json_t *q, char *err, size_t errlen) {
     if (!q || json_is_null(q)) {
@@ -154,14 +170,7 @@ static int read_q(dmt_api_request *r, json_t *q, char *err, size_t errlen) {
         snprintf(err, errlen, "q must be a string or an array of strings");
         return 400;
     }
-    r->n_texts = r->is_array ? (int)json_array_size(q) : 1;
-    r->texts = calloc((size_t)r->n_texts + 1, sizeof *r->texts);
-    r->lens = calloc((size_t)r->n_texts + 1, sizeof *r->lens);
-    r->first = calloc((size_t)r->n_texts + 1, sizeof *r->first);
-    r->count = calloc((size_t)r->n_texts + 1, sizeof *r->count);
-    r->detected = calloc((size_t)r->n_texts + 1, sizeof *r->detected);
-    r->confidence = calloc((size_t)r->n_texts + 1, sizeof *r->confidence);
-    if (!r->texts || !r->lens || !r->first || !r->count || !r->detected || !r->confidence) {
+    if (alloc_texts(r, r->is_array ? (int)json_array_size(q) : 1)) {
         snprintf(err, errlen, "out of memory");
         return 500;
     }
@@ -237,6 +246,61 @@ static int read_options(dmt_api_request *r, const dmt_server_config *cfg, const 
     return 0;
 }
 
+/* format "html": the documents move to docs[], texts[] become their runs of text.
+ * The character limit counts the documents as sent (markup included); the
+ * language is detected on each document's text, not its markup. */
+static int html_to_runs(dmt_api_request *r, const dmt_server_config *cfg, const dmt_config *mcfg, int detect,
+                        char *err, size_t errlen) {
+    size_t chars = 0;
+    for (int t = 0; t < r->n_texts; t++) chars += count_chars(r->texts[t], r->lens[t]);
+    if (chars > (size_t)cfg->max_chars) {
+        snprintf(err, errlen, "text too long: %zu characters, limit %d", chars, cfg->max_chars);
+        return 413;
+    }
+    r->html = dmt_html_prepare(r->texts, r->lens, r->n_texts, cfg->max_sentences, err, errlen);
+    if (!r->html) return strstr(err, "memory") ? 500 : 413;
+    r->n_docs = r->n_texts;
+    r->docs = r->texts;
+    r->doc_lens = r->lens;
+    r->doc_detected = r->detected;
+    r->doc_confidence = r->confidence;
+    free(r->first);
+    free(r->count);
+    r->texts = NULL;
+    r->lens = NULL;
+    r->first = r->count = NULL;
+    r->detected = NULL;
+    r->confidence = NULL;
+    int n = dmt_html_segment_count(r->html);
+    if (alloc_texts(r, n)) {
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    for (int i = 0; i < n; i++) r->texts[i] = dmt_html_segment(r->html, i, &r->lens[i]);
+    if (detect) {
+        for (int d = 0; d < r->n_docs; d++) {
+            int f, c;
+            size_t len = 0;
+            dmt_html_range(r->html, d, &f, &c);
+            for (int i = f; i < f + c; i++) len += r->lens[i] + 1;
+            char *joined = malloc(len + 1);
+            if (!joined) {
+                snprintf(err, errlen, "out of memory");
+                return 500;
+            }
+            len = 0;
+            for (int i = f; i < f + c; i++) {
+                memcpy(joined + len, r->texts[i], r->lens[i]);
+                len += r->lens[i];
+                joined[len++] = '\n';
+            }
+            r->doc_detected[d] = dmt_detect_language(mcfg, joined, len, &r->doc_confidence[d]);
+            free(joined);
+        }
+    }
+    return 0;
+}
+
 int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg, json_t *body,
                             dmt_api_request **out, char *err, size_t errlen) {
     char langs[1024];
@@ -256,7 +320,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
     }
     if (cfg->n_api_keys > 0) {
         json_t *k = json_object_get(body, "api_key");
-        if (!key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) {
+        if (!dmt_api_key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) {
             snprintf(err, errlen, "Invalid API key");
             status = 403;
             goto fail;
@@ -292,18 +356,25 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         status = 400;
         goto fail;
     }
-    if (format && strcmp(format, "text")) {
-        snprintf(err, errlen, !strcmp(format, "html") ? "format html is not supported"
-                                                      : "format must be \"text\"");
+    if (format && strcmp(format, "text") && strcmp(format, "html")) {
+        snprintf(err, errlen, "format must be \"text\" or \"html\"");
         status = 400;
         goto fail;
     }
     if ((status = read_options(r, cfg, mcfg, body, err, errlen))) goto fail;
-    if ((status = split_texts(r, cfg, err, errlen))) goto fail;
     r->same_language = !strcmp(source, target);
-    if (!strcmp(source, "auto"))
+    if (format && !strcmp(format, "html")) {
+        if (r->alternatives > 0) {
+            snprintf(err, errlen, "alternatives are not available with format html");
+            status = 400;
+            goto fail;
+        }
+        if ((status = html_to_runs(r, cfg, mcfg, !strcmp(source, "auto"), err, errlen))) goto fail;
+    } else if (!strcmp(source, "auto")) {
         for (int t = 0; t < r->n_texts; t++)
-            r->detected[t] = dmt_detect_language(mcfg, &r->texts[t], &r->lens[t], 1, &r->confidence[t]);
+            r->detected[t] = dmt_detect_language(mcfg, r->texts[t], r->lens[t], &r->confidence[t]);
+    }
+    if ((status = split_texts(r, cfg, err, errlen))) goto fail;
     if (!r->same_language && r->n_sentences > 0) {
         r->work.jobs = calloc((size_t)r->n_sentences, sizeof *r->work.jobs);
         if (!r->work.jobs) {
@@ -340,6 +411,11 @@ void dmt_api_request_free(dmt_api_request *r) {
     free(r->spans);
     free(r->detected);
     free(r->confidence);
+    dmt_html_free(r->html);
+    free(r->docs);
+    free(r->doc_lens);
+    free(r->doc_detected);
+    free(r->doc_confidence);
     json_decref(r->body);
     free(r);
 }
@@ -394,6 +470,37 @@ static json_t *alternatives_of(const dmt_api_request *r, int t, json_t *main_tex
     return alts;
 }
 
+/* format "html": the translated runs (runs, stolen) put back into each document;
+ * a json array with one string a document, or NULL when out of memory. */
+static json_t *html_documents(const dmt_api_request *r, json_t *runs) {
+    size_t n = json_array_size(runs);
+    const char **tr = calloc(n + 1, sizeof *tr);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    json_t *docs = json_array();
+    for (size_t i = 0; tr && lens && i < n; i++) {
+        tr[i] = json_string_value(json_array_get(runs, i));
+        lens[i] = json_string_length(json_array_get(runs, i));
+    }
+    for (int d = 0; tr && lens && docs && d < r->n_docs; d++) {
+        size_t len;
+        char *s = r->same_language ? NULL : dmt_html_render(r->html, d, tr, lens, &len);
+        json_t *j = r->same_language ? json_stringn(r->docs[d], r->doc_lens[d]) : s ? json_stringn(s, len) : NULL;
+        free(s);
+        if (!j || json_array_append_new(docs, j)) {
+            json_decref(docs);
+            docs = NULL;
+        }
+    }
+    if (!tr || !lens) {
+        json_decref(docs);
+        docs = NULL;
+    }
+    free(tr);
+    free(lens);
+    json_decref(runs);
+    return docs;
+}
+
 json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
     if (atomic_load(&r->work.cancelled)) {
         *status = 503;
@@ -432,6 +539,11 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
         if (r->alternatives > 0)
             json_array_append_new(alts, r->same_language || r->count[t] == 0 ? json_array() : alternatives_of(r, t, s));
     }
+    if (r->html && !(texts = html_documents(r, texts))) {
+        json_decref(alts);
+        *status = 500;
+        return dmt_api_error("out of memory");
+    }
     json_t *res = json_object();
     if (r->is_array) {
         json_object_set_new(res, "translatedText", texts);
@@ -444,14 +556,16 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
         json_decref(alts);
     }
     /* source "auto": {"language", "confidence"} (an array of them for an array q) */
-    int any = 0;
-    for (int t = 0; t < r->n_texts; t++) any |= r->detected[t] != NULL;
+    int any = 0, n = r->html ? r->n_docs : r->n_texts;
+    const char **detected = r->html ? r->doc_detected : r->detected;
+    const double *confidence = r->html ? r->doc_confidence : r->confidence;
+    for (int t = 0; t < n; t++) any |= detected[t] != NULL;
     if (any) {
         json_t *det = json_array();
-        for (int t = 0; t < r->n_texts; t++)
-            json_array_append_new(det, r->detected[t] ? json_pack("{s:f, s:s}", "confidence", r->confidence[t],
-                                                                  "language", r->detected[t])
-                                                      : json_null());
+        for (int t = 0; t < n; t++)
+            json_array_append_new(det, detected[t] ? json_pack("{s:f, s:s}", "confidence", confidence[t],
+                                                               "language", detected[t])
+                                                   : json_null());
         json_object_set(res, "detectedLanguage", r->is_array ? det : json_array_get(det, 0));
         json_decref(det);
     }

@@ -28,11 +28,15 @@
 
 #include <microhttpd.h>
 
+#include "server/files.h"
+#include "server/lt_api.h"
+#include "server/webpage.h"
 #include "tokenizer/utf8.h"
 
 #define DEEPMT_VERSION_STR "0.1.0"
 
-typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS } route;
+typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS, R_DETECT, R_SUGGEST,
+               R_SPEC, R_TRANSLATE_FILE, R_DOWNLOAD } route;
 
 static const struct { const char *path; route r; const char *allow; } routes[] = {
     {"/", R_ROOT, "GET, HEAD, OPTIONS"},
@@ -42,7 +46,17 @@ static const struct { const char *path; route r; const char *allow; } routes[] =
     {"/ready", R_READY, "GET, HEAD, OPTIONS"},
     {"/metrics", R_METRICS, "GET, HEAD, OPTIONS"},
     {"/frontend/settings", R_SETTINGS, "GET, HEAD, OPTIONS"},
+    {"/detect", R_DETECT, "POST, OPTIONS"},
+    {"/suggest", R_SUGGEST, "POST, OPTIONS"},
+    {"/spec", R_SPEC, "GET, HEAD, OPTIONS"},
+    {"/translate_file", R_TRANSLATE_FILE, "POST, OPTIONS"},
+    {"/download_file/", R_DOWNLOAD, "GET, HEAD, OPTIONS"}, /* a prefix: /download_file/ID/NAME */
 };
+
+/* Routes whose POST body is read (and limited) like /translate's. */
+static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r == R_SUGGEST || r == R_TRANSLATE_FILE; }
+/* Routes that queue sentences for the model. */
+static int translates(route r) { return r == R_TRANSLATE || r == R_TRANSLATE_FILE; }
 
 typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
 
@@ -58,6 +72,7 @@ typedef struct {
     size_t body_len, body_cap, body_seen;
     /* translate */
     dmt_api_request *req;
+    dmt_file_job *file;        /* /translate_file: the document being translated */
     pthread_mutex_t mu;        /* state, suspended: HTTP thread vs worker's done() */
     int suspended;
     /* answer */
@@ -100,7 +115,7 @@ static enum MHD_Result respond_raw(conn_ctx *c, int status, const char *type, co
 
 /* Sends j (stolen) as JSON; one optional extra header. */
 static enum MHD_Result respond_json_h(conn_ctx *c, int status, json_t *j, const char *hname, const char *hvalue) {
-    char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL; /* 99.9, not 99.900000000000006 */
     json_decref(j);
     if (!s) { /* messages are escaped to valid UTF-8 (dmt_api_error): only an allocation fails here */
         static const char oom[] = "{\"error\":\"internal error: cannot build the answer (out of memory)\"}";
@@ -258,15 +273,33 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
                  srv->cfg->max_body_bytes);
         return respond_error(c, 413, err);
     }
-    json_t *body = parse_body(c, err, sizeof err);
-    free(c->body);
-    c->body = NULL;
-    if (!body) return respond_error(c, 400, err);
-    int status = dmt_api_translate_parse(srv->cfg, &srv->model_cfg, body, &c->req, err, sizeof err);
+    int status;
+    route r0 = routes[c->route_index].r;
+    json_t *body;
+    if (r0 == R_TRANSLATE_FILE) { /* files.c: the document's texts as a translate request */
+        if (!srv->files)
+            return respond_error(c, 503, "file translation is off: the server has no writable temporary folder");
+        status = dmt_files_begin(srv->files, c->conn, c->body, c->body_len, &c->file, &body, err, sizeof err);
+        free(c->body);
+        c->body = NULL;
+        if (status) return respond_error(c, status, err);
+    } else {
+        body = parse_body(c, err, sizeof err);
+        free(c->body);
+        c->body = NULL;
+        if (!body) return respond_error(c, 400, err);
+    }
+    if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
+        json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
+                                     : dmt_lt_suggest(srv->cfg, body, &status);
+        return respond_json(c, status, res);
+    }
+    status = dmt_api_translate_parse(srv->cfg, &srv->model_cfg, body, &c->req, err, sizeof err);
     if (status) return respond_error(c, status, err);
     dmt_api_request *r = c->req;
     if (r->work.n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
         json_t *res = dmt_api_translate_result(r, &status);
+        if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
     r->work.user = c;
@@ -294,7 +327,7 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
 
 static enum MHD_Result translate_first(conn_ctx *c) {
     dmt_server *srv = c->srv;
-    if (!dmt_scheduler_ready(srv->sched))
+    if (translates(routes[c->route_index].r) && !dmt_scheduler_ready(srv->sched))
         return respond_json_h(c, 503, dmt_api_error("the model is loading; try again shortly"),
                               MHD_HTTP_HEADER_RETRY_AFTER, "1");
     const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -342,10 +375,21 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
     int ready = dmt_scheduler_ready(srv->sched);
     switch (r) {
     case R_ROOT:
-        return respond_json(c, 200, json_pack("{s:s, s:s, s:s, s:[sssss]}", "name", "deepmt", "version",
-                                              DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
-                                              "POST /translate", "GET /languages", "GET /health", "GET /ready",
-                                              "GET /metrics"));
+        if (dmt_webpage_wanted(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))) {
+            size_t len;
+            const char *page = dmt_webpage(&len);
+            /* the page may load nothing from elsewhere: it works offline */
+            return respond_raw(c, 200, "text/html; charset=utf-8", page, len, "Vary", "Accept",
+                               "Content-Security-Policy",
+                               "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+                               (char *)NULL);
+        }
+        return respond_json_h(c, 200, json_pack("{s:s, s:s, s:s, s:[sssssssss]}", "name", "deepmt", "version",
+                                                DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
+                                                "POST /translate", "POST /translate_file", "POST /detect",
+                                                "GET /languages", "GET /frontend/settings", "GET /spec", "GET /health",
+                                                "GET /ready", "GET /metrics"),
+                              "Vary", "Accept");
     case R_LANGUAGES:
         return respond_json(c, 200, dmt_api_languages(&srv->model_cfg));
     case R_HEALTH:
@@ -354,9 +398,25 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
         if (ready) return respond_json(c, 200, json_pack("{s:s}", "status", "ready"));
         return respond_json_h(c, 503, json_pack("{s:s}", "status", "loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
     case R_SETTINGS:
-        return respond_json(c, 200, json_pack("{s:i, s:b, s:b, s:b}", "charLimit", srv->cfg->max_chars,
-                                              "apiKeys", srv->cfg->n_api_keys > 0, "keyRequired",
-                                              srv->cfg->n_api_keys > 0, "suggestions", 0));
+        return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg, srv->files != NULL));
+    case R_DOWNLOAD: {
+        char *data, name[160], err[256], disp[200];
+        size_t len;
+        const char *type;
+        if (!srv->files) return respond_error(c, 404, "no such file");
+        int st = dmt_files_get(srv->files, c->path + strlen("/download_file/"), &data, &len, name, sizeof name, &type,
+                               err, sizeof err);
+        if (st) return respond_error(c, st, err);
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", name);
+        enum MHD_Result res = respond_raw(c, 200, type, data, len, "Content-Disposition", disp, (char *)NULL);
+        free(data);
+        return res;
+    }
+    case R_SPEC: {
+        size_t len;
+        const char *spec = dmt_lt_spec(&len);
+        return respond_raw(c, 200, "application/json", spec, len, (char *)NULL);
+    }
     case R_METRICS: {
         char *text = dmt_metrics_render(srv->metrics, dmt_scheduler_queued(srv->sched),
                                         dmt_scheduler_busy(srv->sched), ready, atomic_load(&srv->active));
@@ -395,7 +455,7 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     }
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     int post = !strcmp(method, "POST");
-    if ((r != R_TRANSLATE && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
+    if ((!takes_body(r) && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
     char msg[256];
     snprintf(msg, sizeof msg, "method %.*s not allowed on %s; allowed: %s", (int)dmt_text_clip(method, strlen(method), 16),
              method, routes[ri].path, allow);
@@ -431,8 +491,10 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         *req_cls = c;
         c->route_index = -1;
         for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-            if (!strcmp(url, routes[i].path)) c->route_index = (int)i;
-        if (c->route_index >= 0 && routes[c->route_index].r == R_TRANSLATE && !strcmp(method, "POST"))
+            if (!strcmp(url, routes[i].path) ||
+                (routes[i].r == R_DOWNLOAD && !strncmp(url, routes[i].path, strlen(routes[i].path))))
+                c->route_index = (int)i;
+        if (c->route_index >= 0 && takes_body(routes[c->route_index].r) && !strcmp(method, "POST"))
             return translate_first(c);
         c->state = ST_ROUTE;
         return MHD_YES;
@@ -452,6 +514,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     case ST_FINISHED: {
         int status;
         json_t *res = dmt_api_translate_result(c->req, &status);
+        if (c->file) res = dmt_files_finish(c->srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
     case ST_QUEUED: /* not expected: MHD calls again only after the resume */
@@ -477,6 +540,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     dmt_metrics_request(srv->metrics, status, dt);
     dmt_access_log(srv, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);
     dmt_api_request_free(c->req);
+    dmt_file_job_free(c->file);
     free(c->body);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -514,12 +578,19 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
         snprintf(err, errlen, "--host %s: %s", cfg->host, gai_strerror(gai));
         return -1;
     }
+    if (!srv->files) { /* without a writable temporary folder, only /translate_file is off */
+        char ferr[512];
+        if (!(srv->files = dmt_files_new(ferr, sizeof ferr)))
+            dmt_server_log(cfg, "file translation is off: %s (set TMPDIR to a writable folder)", ferr);
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg, srv->metrics);
     if (cfg->request_read_timeout_s > 0 && !srv->guard) {
         freeaddrinfo(ai);
+        dmt_files_free(srv->files);
+        srv->files = NULL;
         snprintf(err, errlen, "cannot start the --request-read-timeout thread");
         return -1;
     }
@@ -538,6 +609,8 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     if (!srv->daemon) {
         dmt_conn_guard_free(srv->guard);
         srv->guard = NULL;
+        dmt_files_free(srv->files);
+        srv->files = NULL;
         snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not allowed?)", cfg->host, cfg->port);
         return -1;
     }
@@ -560,4 +633,6 @@ void dmt_http_stop(dmt_server *srv) {
     srv->daemon = NULL;
     dmt_conn_guard_free(srv->guard); /* every connection is closed now */
     srv->guard = NULL;
+    dmt_files_free(srv->files); /* after the daemon: no request uses it any more */
+    srv->files = NULL;
 }

@@ -6,10 +6,13 @@
  *   scheduler.c  the sentence queue, model workers, cancellation
  *   policy.c     which queued sentences run next (policy.h: pure, unit-tested)
  *   metrics.c    counters and histograms, Prometheus text
- *   detect.c     a cheap language guess for source "auto"
+ *   detect.c     language detection (CLD2 over the model's languages)
  *   textsafe.c   untrusted bytes made safe for log lines and JSON messages
  *   halfclose.c  answering a client that half-closed its connection
  *   connguard.c  per-connection read deadline (slow requests)
+ *   lt_api.c     /detect, /suggest, /frontend/settings, /spec (lt_api.h)
+ *   html.c       format "html" (html.h); documents.c, files.c: /translate_file
+ *   webpage.c    the page GET / gives browsers (webpage.h)
  */
 #ifndef DEEPMT_SERVER_INTERNAL_H
 #define DEEPMT_SERVER_INTERNAL_H
@@ -135,6 +138,14 @@ typedef struct {
     int alternatives;
     const char **detected;     /* per text, source "auto": a language code, or NULL */
     double *confidence;
+    /* format "html": texts[] above are the documents' text runs (html.h); the
+     * documents as sent and their detected languages are kept here */
+    struct dmt_html *html;
+    int n_docs;
+    const char **docs;
+    size_t *doc_lens;
+    const char **doc_detected;
+    double *doc_confidence;
     dmt_work work;
 } dmt_api_request;
 
@@ -150,14 +161,22 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status);
 void dmt_api_request_free(dmt_api_request *r);
 
 json_t *dmt_api_languages(const dmt_config *mcfg);
+/* key is one of --api-keys (compared in constant time); NULL never is. */
+int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key);
 json_t *dmt_api_error(const char *fmt, ...);
 
 /* ---- detect.c ---- */
 
-/* Guesses the language of texts among the model's languages; NULL when it
- * cannot tell. confidence is 0..100 as in LibreTranslate. */
-const char *dmt_detect_language(const dmt_config *mcfg, const char *const *texts, const size_t *lens, int n,
-                                double *confidence);
+typedef struct {
+    const char *code;          /* a model language code (points into the config) */
+    double confidence;         /* 0..100, calibrated: docs/server.md */
+} dmt_detect_guess;
+
+/* The model languages text may be in, best first (up to max; the best is always
+ * there when the model has languages). Returns how many were filled. */
+int dmt_detect(const dmt_config *mcfg, const char *text, size_t len, dmt_detect_guess *out, int max);
+/* Just the best guess; NULL only for a model without languages. */
+const char *dmt_detect_language(const dmt_config *mcfg, const char *text, size_t len, double *confidence);
 
 /* ---- textsafe.c ---- */
 
@@ -186,6 +205,7 @@ typedef struct dmt_server {
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
     dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
+    struct dmt_files *files;   /* /translate_file results (files.h) */
     atomic_int active;         /* requests between their first callback and completion */
     atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */

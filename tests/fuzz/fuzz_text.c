@@ -8,8 +8,8 @@
  *      (and nothing is written past it), spans are in order, inside the text, never
  *      empty, never start or end with whitespace, never cross a '\n', and every byte
  *      outside them is whitespace, so gaps + sentences reassemble to the input;
- *   3. dmt_detect_language over those sentences answers one of the configured codes
- *      (or NULL) with a confidence in (0, 100];
+ *   3. dmt_detect over each sentence answers configured codes, best first, with
+ *      confidences in [0, 100];
  *   4. the tokenizer fixtures (tests/fixtures/tokenizer, tokenizer-vocab): encode
  *      refuses exactly invalid UTF-8, NUL bytes and inputs over the id limit; ids are
  *      in range and decode to valid UTF-8; decoding arbitrary ids never fails for
@@ -131,15 +131,16 @@ static int check_sentences(const unsigned char *data, size_t size, dmt_span *spa
 /* ---- 3. language detection ---- */
 
 static void check_detect(const dmt_config *cfg, const unsigned char *data, const dmt_span *spans, int n) {
-    const char *texts[64];
-    size_t lens[64];
-    int k = n < 64 ? n : 64;
-    for (int i = 0; i < k; i++) { texts[i] = (const char *)data + spans[i].start; lens[i] = spans[i].len; }
-    double conf = -1;
-    const char *code = dmt_detect_language(cfg, texts, lens, k, &conf);
-    if (!code) return;
-    REQUIRE(dmt_config_language(cfg, code) != NULL, "detected \"%s\" is not configured", code);
-    REQUIRE(conf > 0 && conf <= 100, "confidence %g", conf);
+    dmt_detect_guess g[DMT_MAX_LANGUAGES];
+    for (int i = 0; i < n && i < 64; i++) {
+        int k = dmt_detect(cfg, (const char *)data + spans[i].start, spans[i].len, g, DMT_MAX_LANGUAGES);
+        REQUIRE(k >= 1 || cfg->n_languages == 0, "no guess for sentence %d", i);
+        for (int j = 0; j < k; j++) {
+            REQUIRE(dmt_config_language(cfg, g[j].code) != NULL, "detected \"%s\" is not configured", g[j].code);
+            REQUIRE(g[j].confidence >= 0 && g[j].confidence <= 100, "confidence %g", g[j].confidence);
+            REQUIRE(j == 0 || g[j].confidence <= g[0].confidence, "guess %d above the best", j);
+        }
+    }
 }
 
 /* ---- 4. tokenizer ---- */

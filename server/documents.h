@@ -1,0 +1,42 @@
+/* documents.h — files for /translate_file: what to translate in them, and the
+ * file rebuilt with the translations (documents.c).
+ *
+ *   .txt         the whole text (sentences split as for /translate)
+ *   .html .htm   the whole file, as format "html" (html.h)
+ *   .srt         each subtitle's text (lines joined by a space); numbers and
+ *                timings are kept as they are
+ *   .docx        each paragraph (w:p) of word/document.xml, the headers,
+ *                footers, footnotes and endnotes
+ *   .odt         each paragraph and heading (text:p, text:h) of content.xml
+ *                and styles.xml (page headers and footers)
+ *
+ * A paragraph is translated whole even when formatting splits it into runs;
+ * the translation goes into its first run (keeping that run's formatting) and
+ * the other runs are emptied, so every element stays, only the text moves.
+ */
+#ifndef DEEPMT_SERVER_DOCUMENTS_H
+#define DEEPMT_SERVER_DOCUMENTS_H
+
+#include <stddef.h>
+
+typedef enum { DMT_DOC_TXT, DMT_DOC_HTML, DMT_DOC_SRT, DMT_DOC_DOCX, DMT_DOC_ODT } dmt_doc_kind;
+
+/* The kind a file name's extension says (case-insensitive), or -1. */
+int dmt_doc_kind_of(const char *filename);
+/* ".txt, .html, .htm, .srt, .docx, .odt" as a list of extensions. */
+extern const char *const dmt_doc_extensions[];
+
+typedef struct dmt_doc dmt_doc;
+
+/* Reads a file of that kind. NULL with a message (not UTF-8, a malformed or
+ * oversized archive, XML that does not parse, too many paragraphs...). */
+dmt_doc *dmt_doc_open(dmt_doc_kind kind, const char *data, size_t len, char *err, size_t errlen);
+int dmt_doc_count(const dmt_doc *d);                         /* texts to translate */
+const char *dmt_doc_text(const dmt_doc *d, int i, size_t *len);
+int dmt_doc_is_html(const dmt_doc *d);                        /* translate as format "html" */
+/* Writes the file with text i replaced by tr[i] to path. 0, or -1 with a message. */
+int dmt_doc_write(dmt_doc *d, const char *const *tr, const size_t *tr_lens, const char *path, char *err,
+                  size_t errlen);
+void dmt_doc_free(dmt_doc *d);
+
+#endif

@@ -1,0 +1,32 @@
+/* webpage.c — GET / for browsers (webpage.h). */
+#include "server/webpage.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* server/webpage.html, built in by the assembler (path relative to the
+ * repository root, where make runs the compiler). */
+__asm__(".section .rodata\n"
+        ".balign 16\n"
+        "dmt_webpage_html:\n"
+        ".incbin \"server/webpage.html\"\n"
+        "dmt_webpage_html_end:\n"
+        ".byte 0\n"
+        ".previous\n");
+extern const char dmt_webpage_html[], dmt_webpage_html_end[];
+
+const char *dmt_webpage(size_t *len) {
+    *len = (size_t)(dmt_webpage_html_end - dmt_webpage_html);
+    return dmt_webpage_html;
+}
+
+int dmt_webpage_wanted(const char *accept) {
+    if (!accept) return 0;
+    for (const char *p = accept; (p = strcasestr(p, "text/html")); p += 9) {
+        /* "text/html;q=0" declines it */
+        const char *end = strchr(p, ',');
+        const char *q = strstr(p, "q=0");
+        if (!q || (end && q > end) || (q[3] == '.' && strspn(q + 4, "0") < strcspn(q + 4, ",; "))) return 1;
+    }
+    return 0;
+}

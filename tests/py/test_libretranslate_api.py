@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""LibreTranslate's endpoints beyond /translate (TAP): /detect, source "auto",
+/suggest, /frontend/settings and /spec, against LibreTranslate's documented
+request and answer shapes; the spec is checked by a real OpenAPI validator
+(npm @apidevtools/swagger-parser, installed into build/node; skipped with a
+message when npm is unreachable). Uses the tiny test model: detection reads only
+the model's language list.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import tap  # noqa: E402
+import test_server as ts  # noqa: E402  (Server, request, jreq)
+from nodetools import node_modules  # noqa: E402
+from testutil import repo_path  # noqa: E402
+
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+
+
+def is_guess_list(j):
+    return (isinstance(j, list) and j and all(isinstance(g, dict) and set(g) == {"confidence", "language"}
+                                              and isinstance(g["confidence"], (int, float))
+                                              and 0 <= g["confidence"] <= 100 for g in j))
+
+
+def test_detect(p):
+    for lang, texts in ts.TEXTS.items():
+        for t in texts:
+            st, h, j = ts.jreq(p, "POST", "/detect", {"q": t})
+            tap.ok(st == 200 and is_guess_list(j) and j[0]["language"] == lang,
+                   f"POST /detect {lang}: [{{confidence, language}}], best first", f"{t!r}: {st} {j}")
+    st, h, j = ts.jreq(p, "POST", "/detect", {"q": "Zwei Hunde spielen im Schnee."})
+    confs = [g["confidence"] for g in j] if is_guess_list(j) else None
+    tap.ok(confs and confs == sorted(confs, reverse=True) and len({g["language"] for g in j}) == len(j),
+           "/detect: candidates sorted by confidence, no language twice", f"{j}")
+    st, h, data = ts.request(p, "POST", "/detect", "q=Deux%20chiens%20jouent%20dans%20la%20neige.", FORM)
+    j = json.loads(data) if st == 200 else None
+    tap.ok(is_guess_list(j) and j[0]["language"] == "fr", "/detect: a form body", f"{st} {data!r}")
+    st, h, j = ts.jreq(p, "POST", "/detect", {"q": ["Der Hund.", "Die Katze schläft im Haus."]})
+    tap.ok(st == 200 and is_guess_list(j) and j[0]["language"] == "de", "/detect: an array q is read as one text",
+           f"{st} {j}")
+    st, h, j = ts.jreq(p, "POST", "/detect", {"q": "12345 !!!"})
+    tap.ok(st == 200 and is_guess_list(j) and j[0]["confidence"] == 0,
+           "/detect: no letters -> a default guess with confidence 0", f"{st} {j}")
+    for body in ({}, {"q": ""}, {"q": []}):
+        st, h, j = ts.jreq(p, "POST", "/detect", body)
+        tap.ok(st == 400 and ts.error_of(j) == "Invalid request: missing q parameter",
+               f"/detect: missing or empty q -> 400 as LibreTranslate ({body})", f"{st} {j}")
+    st, h, j = ts.jreq(p, "POST", "/detect", {"q": 5})
+    tap.ok(st == 400 and "q must be" in ts.error_of(j), "/detect: q of the wrong type -> 400", f"{st} {j}")
+    st, h, j = ts.jreq(p, "POST", "/detect", {"q": "x" * 20001})
+    tap.ok(st == 413 and "limit 20000" in ts.error_of(j), "/detect: over --max-chars -> 413", f"{st} {j}")
+    st, h, j = ts.jreq(p, "GET", "/detect")
+    tap.ok(st == 405 and "POST" in h.get("allow", ""), "GET /detect -> 405 with Allow", f"{st} {h}")
+    st, h, data = ts.request(p, "POST", "/detect", b"\xff\xfe", {"Content-Type": "application/json"})
+    tap.ok(st == 400, "/detect: invalid UTF-8 -> 400", f"{st} {data!r}")
+
+
+def test_auto(p):
+    # detectedLanguage is always there for auto, even without evidence (clients read .language)
+    st, h, j = ts.translate(p, "12345", source="auto", target="en")
+    d = j.get("detectedLanguage") if isinstance(j, dict) else None
+    tap.ok(st == 200 and isinstance(d, dict) and d.get("language") in ("en", "de", "fr", "cs")
+           and d.get("confidence") == 0, "auto, no letters: detectedLanguage still present (confidence 0)",
+           f"{st} {j}")
+    st, h, j = ts.translate(p, ["Muž jede na kole.", "", "Zwei Hunde spielen im Schnee."], source="auto",
+                            target="en")
+    d = j.get("detectedLanguage") if isinstance(j, dict) else None
+    tap.ok(st == 200 and isinstance(d, list) and len(d) == 3 and all(isinstance(x, dict) for x in d)
+           and d[0]["language"] == "cs" and d[2]["language"] == "de",
+           "auto, array q: a detectedLanguage object for every text (none null)", f"{st} {j}")
+
+
+def test_suggest_settings(p):
+    st, h, j = ts.jreq(p, "POST", "/suggest", {"q": "Hello", "s": "Hallo", "source": "en", "target": "de"})
+    tap.ok(st == 403 and ts.error_of(j) == "Suggestions are disabled on this server.",
+           "POST /suggest: 403 as LibreTranslate with suggestions off", f"{st} {j}")
+    st, h, j = ts.jreq(p, "GET", "/frontend/settings")
+    want = {"charLimit", "frontendTimeout", "apiKeys", "keyRequired", "suggestions", "filesTranslation",
+            "supportedFilesFormat", "language"}
+    tap.ok(st == 200 and want <= set(j) and j["suggestions"] is False and isinstance(j["frontendTimeout"], int)
+           and isinstance(j["supportedFilesFormat"], list) and isinstance(j["filesTranslation"], bool),
+           "/frontend/settings: every field LibreTranslate's page reads", f"{st} {j}")
+    lang = j.get("language", {})
+    tap.ok(lang.get("source") == {"code": "auto", "name": "Auto Detect"}
+           and lang.get("target", {}).get("code") in ("de", "fr", "cs"),
+           "/frontend/settings: language {source: auto, target: a model language}", f"{lang}")
+    tap.ok(j.get("filesTranslation") is True and j.get("supportedFilesFormat") == [".txt", ".html", ".htm", ".srt",
+                                                                                    ".docx", ".odt"],
+           "/frontend/settings: filesTranslation and the supported extensions", f"{j}")
+
+
+def test_keys():
+    srv = ts.Server(env={"DEEPMT_API_KEYS": "k1"})
+    p = srv.port
+    st, h, j = ts.jreq(p, "POST", "/detect", {"q": "Hallo Welt"})
+    st2, h, j2 = ts.jreq(p, "POST", "/detect", {"q": "Hallo Welt", "api_key": "k1"})
+    tap.ok(st == 403 and ts.error_of(j) == "Invalid API key" and st2 == 200,
+           "/detect with API keys: 403 without, 200 with a key", f"{st} {j} {st2} {j2}")
+    st, h, j = ts.jreq(p, "POST", "/suggest", {"q": "a", "s": "b", "source": "en", "target": "de"})
+    tap.ok(st == 403 and ts.error_of(j) == "Invalid API key", "/suggest checks the key first", f"{st} {j}")
+    st, h, j = ts.jreq(p, "GET", "/frontend/settings")
+    tap.ok(j.get("apiKeys") is True and j.get("keyRequired") is True, "/frontend/settings: apiKeys, keyRequired",
+           f"{j}")
+    tap.ok(srv.stop() == 0, "the keyed server exits 0", srv.stderr()[-500:])
+
+
+def test_spec(p):
+    st, h, data = ts.request(p, "GET", "/spec")
+    try:
+        spec = json.loads(data)
+    except ValueError:
+        spec = {}
+    tap.ok(st == 200 and h.get("content-type", "").startswith("application/json")
+           and spec.get("openapi", "").startswith("3."), "GET /spec: an OpenAPI 3 document", f"{st} {data[:200]!r}")
+    with open(repo_path("server/openapi.json"), "rb") as f:
+        tap.ok(data == f.read(), "/spec serves server/openapi.json as built in", "")
+    st, h, routes = ts.jreq(p, "GET", "/")
+    paths = set(spec.get("paths", {}))
+    want = {"/translate", "/detect", "/languages", "/suggest", "/frontend/settings", "/spec", "/health", "/ready",
+            "/metrics", "/", "/translate_file", "/download_file/{id}/{name}"}
+    tap.ok(want <= paths, "/spec describes every endpoint", f"missing {want - paths}")
+    mods, why = node_modules()
+    if not mods:
+        tap.skip(f"OpenAPI validator: {why}")
+        return
+    tmp = tempfile.mkdtemp(prefix="deepmt-spec-")
+    try:
+        good = os.path.join(tmp, "spec.json")
+        with open(good, "wb") as f:
+            f.write(data)
+        env = {**os.environ, "NODE_PATH": mods}
+        js = repo_path("tests/js/validate_openapi.js")
+        r = subprocess.run(["node", js, good], capture_output=True, timeout=120, env=env)
+        tap.ok(r.returncode == 0, "/spec passes @apidevtools/swagger-parser validation",
+               (r.stdout + r.stderr).decode(errors="replace")[-800:])
+        bad = dict(spec)
+        bad["paths"] = {**spec.get("paths", {}), "/detect": {"post": {"summary": "no responses"}}}
+        badf = os.path.join(tmp, "bad.json")
+        with open(badf, "w") as f:
+            json.dump(bad, f)
+        r = subprocess.run(["node", js, badf], capture_output=True, timeout=120, env=env)
+        tap.ok(r.returncode == 1 and b"invalid" in r.stdout, "the validator refuses a broken copy (it can fail)",
+               (r.stdout + r.stderr).decode(errors="replace")[-400:])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    if not os.access(ts.BIN, os.X_OK):
+        tap.skip(f"{ts.BIN} not built")
+        return tap.done()
+    try:
+        srv = ts.Server()
+        if srv.proc.poll() is not None:
+            tap.ok(False, "the server starts", srv.stderr())
+            return tap.done()
+        try:
+            test_detect(srv.port)
+            test_auto(srv.port)
+            test_suggest_settings(srv.port)
+            test_spec(srv.port)
+        finally:
+            rc = srv.stop()
+        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
+        test_keys()
+        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
+    finally:
+        shutil.rmtree(ts.TMP, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

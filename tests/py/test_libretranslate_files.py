@@ -1,0 +1,299 @@
+#!/usr/bin/python3
+"""POST /translate_file and GET /download_file (TAP): .txt, .html, .srt, .docx
+and .odt round trips keep their structure (same archive entries in the same
+order, same XML elements, same paragraphs, same subtitle numbers and timings)
+with the text translated, a paragraph split over formatting runs translated
+whole; malformed files, zip bombs, unsupported types and limits are refused
+with a clear error; results expire from a private temporary folder that is
+removed at shutdown. Tiny random model: translations are noise, structure is
+what is checked.
+"""
+
+import io
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+import urllib.parse
+import uuid
+import zipfile
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import tap  # noqa: E402
+import test_server as ts  # noqa: E402
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+
+
+def multipart(fields, filename, data):
+    b = uuid.uuid4().hex
+    out = io.BytesIO()
+    for k, v in fields.items():
+        out.write(f"--{b}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n".encode())
+    if filename is not None:
+        out.write(f"--{b}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\n"
+                  "Content-Type: application/octet-stream\r\n\r\n".encode())
+        out.write(data)
+        out.write(b"\r\n")
+    out.write(f"--{b}--\r\n".encode())
+    return out.getvalue(), {"Content-Type": f"multipart/form-data; boundary={b}"}
+
+
+def upload(p, filename, data, **fields):
+    fields = {"source": "en", "target": "de", **fields}
+    body, headers = multipart(fields, filename, data)
+    st, h, raw = ts.request(p, "POST", "/translate_file", body, headers)
+    try:
+        j = json.loads(raw)
+    except ValueError:
+        j = None
+    return st, j
+
+
+def roundtrip(p, filename, data, **fields):
+    """-> (status, answer, translated bytes or None)."""
+    st, j = upload(p, filename, data, **fields)
+    if st != 200 or not isinstance(j, dict) or "translatedFileUrl" not in j:
+        return st, j, None
+    u = urllib.parse.urlparse(j["translatedFileUrl"])
+    st2, h, got = ts.request(p, "GET", u.path)
+    return st2, j, got if st2 == 200 else None
+
+
+def docx_bytes(doc_xml, extra=None):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/'
+                   'package/2006/content-types"/>')
+        z.writestr("word/document.xml", doc_xml)
+        z.writestr("word/styles.xml", "<styles/>")
+        for name, data in (extra or {}).items():
+            z.writestr(name, data)
+    return out.getvalue()
+
+
+DOCX_XML = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="{W}"><w:body>'
+            '<w:p><w:pPr><w:pStyle w:val="Title"/></w:pPr><w:r><w:t>Two dogs play</w:t></w:r></w:p>'
+            '<w:p><w:r><w:t xml:space="preserve">A man is </w:t></w:r><w:r><w:rPr><w:b/></w:rPr><w:t>riding</w:t>'
+            '</w:r><w:r><w:t xml:space="preserve"> a red bike.</w:t></w:r></w:p>'
+            '<w:p><w:r><w:t>12 345</w:t></w:r></w:p>'
+            '<w:tbl><w:tr><w:tc><w:p><w:r><w:t>A cat &amp; a dog.</w:t></w:r></w:p></w:tc></w:tr></w:tbl>'
+            '<w:p/><w:sectPr/></w:body></w:document>')
+
+
+def odt_bytes(content, mimetype="application/vnd.oasis.opendocument.text"):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr(zipfile.ZipInfo("mimetype"), mimetype, compress_type=zipfile.ZIP_STORED)
+        z.writestr("content.xml", content)
+        z.writestr("styles.xml", "<office:document-styles xmlns:office=\"urn:oasis:names:tc:opendocument:xmlns:"
+                   "office:1.0\"/>")
+        z.writestr("META-INF/manifest.xml", "<manifest/>")
+    return out.getvalue()
+
+
+ODT_XML = ('<?xml version="1.0" encoding="UTF-8"?><office:document-content xmlns:office="urn:oasis:names:tc:'
+           f'opendocument:xmlns:office:1.0" xmlns:text="{TEXT}"><office:body><office:text>'
+           '<text:h text:outline-level="1">Children play outside</text:h>'
+           '<text:p>A woman <text:span text:style-name="T1">reads</text:span> a<text:s/>book.</text:p>'
+           '<text:p>The sun is shining<text:note><text:note-body><text:p>A small note.</text:p></text:note-body>'
+           '</text:note> today.</text:p><text:p/></office:text></office:body></office:document-content>')
+
+
+def tags(xml_bytes):
+    return [el.tag for el in ET.fromstring(xml_bytes).iter()]
+
+
+def paragraphs(xml_bytes, ns, names):
+    root = ET.fromstring(xml_bytes)
+    return [el for el in root.iter() if el.tag in {f"{{{ns}}}{n}" for n in names}]
+
+
+HEADER_XML = (f'<?xml version="1.0"?><w:hdr xmlns:w="{W}"><w:p><w:r><w:t>Annual report</w:t></w:r></w:p></w:hdr>')
+NOTES_XML = (f'<?xml version="1.0"?><w:footnotes xmlns:w="{W}"><w:footnote w:id="1"><w:p><w:r><w:t>A small note.'
+             '</w:t></w:r></w:p></w:footnote></w:footnotes>')
+
+
+def test_docx(p):
+    src = docx_bytes(DOCX_XML, {"word/header1.xml": HEADER_XML, "word/footnotes.xml": NOTES_XML,
+                                "word/settings.xml": "<w:settings>Do not touch</w:settings>"})
+    st, j, got = roundtrip(p, "report.docx", src)
+    tap.ok(st == 200 and got and j["translatedFileUrl"].endswith("/report.docx"),
+           ".docx: translatedFileUrl, then GET returns the file", f"{st} {j}")
+    if not got:
+        return
+    zin, zout = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got))
+    tap.ok(zout.testzip() is None and zin.namelist() == zout.namelist(), ".docx: a valid zip, same entries in order",
+           f"{zout.namelist()}")
+    tap.ok(zin.read("word/styles.xml") == zout.read("word/styles.xml")
+           and zin.read("word/settings.xml") == zout.read("word/settings.xml"), ".docx: other parts untouched", "")
+    for part, text in (("word/header1.xml", "Annual report"), ("word/footnotes.xml", "A small note.")):
+        a, b = zin.read(part), zout.read(part)
+        got = [t.text for t in ET.fromstring(b).iter(f"{{{W}}}t")]
+        tap.ok(tags(a) == tags(b) and len(got) == 1 and got[0] and got[0] != text,
+               f".docx: {part} translated too, same elements", f"{got}")
+    a, b = zin.read("word/document.xml"), zout.read("word/document.xml")
+    tap.ok(tags(a) == tags(b), ".docx: the same XML elements in the same order (runs, tables, properties)",
+           f"{b[:600]!r}")
+    pa, pb = paragraphs(a, W, ["p"]), paragraphs(b, W, ["p"])
+    runs = [[t.text or "" for t in q.iter(f"{{{W}}}t")] for q in pb]
+    tap.ok(len(pa) == len(pb) == 5, ".docx: same number of paragraphs", f"{len(pa)} {len(pb)}")
+    tap.ok(runs[1][0] and runs[1][1] == "" and runs[1][2] == "" and "riding" not in runs[1][0],
+           ".docx: a paragraph split over three runs is translated whole into its first run", f"{runs[1]}")
+    tap.ok(runs[0][0] != "Two dogs play" and runs[3][0] != "A cat & a dog." and runs[2] == ["12 345"],
+           ".docx: text paragraphs translated, one without letters kept", f"{runs}")
+
+
+def test_odt(p):
+    src = odt_bytes(ODT_XML)
+    st, j, got = roundtrip(p, "notes.odt", src)
+    tap.ok(st == 200 and got is not None, ".odt: translated and downloadable", f"{st} {j}")
+    if not got:
+        return
+    zin, zout = zipfile.ZipFile(io.BytesIO(src)), zipfile.ZipFile(io.BytesIO(got))
+    first = zout.infolist()[0]
+    tap.ok(zin.namelist() == zout.namelist() and first.filename == "mimetype"
+           and first.compress_type == zipfile.ZIP_STORED, ".odt: same entries, mimetype first and stored",
+           f"{zout.namelist()} {first.compress_type}")
+    a, b = zin.read("content.xml"), zout.read("content.xml")
+    tap.ok(tags(a) == tags(b), ".odt: the same XML elements in the same order (spans, spaces, notes)",
+           f"{b[:600]!r}")
+    pa, pb = paragraphs(a, TEXT, ["p", "h"]), paragraphs(b, TEXT, ["p", "h"])
+    ta = ["".join(q.itertext()) for q in pa]
+    tb = ["".join(q.itertext()) for q in pb]
+    tap.ok(len(pa) == len(pb) == 5 and all(x != y for x, y in zip(ta[:4], tb[:4]) if x),
+           ".odt: same paragraphs and headings, each translated (the note's paragraph on its own)", f"{ta}\n{tb}")
+
+
+def test_text_formats(p):
+    txt = "A man rides a bike.\nTwo dogs play in the snow.\n\nThe end.\n"
+    st, j, got = roundtrip(p, "a.txt", txt.encode())
+    tap.ok(st == 200 and got and got.decode().count("\n") == txt.count("\n") and got.decode() != txt,
+           ".txt: translated, same lines", f"{st} {j} {got!r}")
+    srt = ("1\r\n00:00:01,000 --> 00:00:02,500\r\nA man is riding\r\na red bike.\r\n\r\n"
+           "2\r\n00:00:03,000 --> 00:00:04,000\r\nTwo dogs.\r\n\r\n3\r\n00:00:05,000 --> 00:00:06,000\r\n\r\n")
+    st, j, got = roundtrip(p, "movie.srt", srt.encode())
+    out = got.decode() if got else ""
+    times = re.findall(r"\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d", out)
+    blocks = [b for b in out.replace("\r\n", "\n").split("\n\n") if b.strip()]
+    tap.ok(st == 200 and times == re.findall(r"\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d", srt)
+           and [b.split("\n")[0] for b in blocks] == ["1", "2", "3"] and "riding" not in out and "\r\n" in out,
+           ".srt: numbers and timings kept, text translated, CRLF kept", f"{st} {j} {out!r}")
+    html = "<html><body><h1>Two dogs</h1><p>A <b>red</b> car.</p><pre>keep</pre></body></html>"
+    st, j, got = roundtrip(p, "page.html", html.encode())
+    out = got.decode() if got else ""
+    tap.ok(st == 200 and re.sub(r">[^<]*<", "><", out) == re.sub(r">[^<]*<", "><", html) and "<pre>keep</pre>" in out
+           and "Two dogs" not in out, ".html: markup kept, text translated", f"{st} {j} {out!r}")
+
+
+def zip_with(name, data, level=zipfile.ZIP_DEFLATED):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", level) as z:
+        z.writestr(name, data)
+    return out.getvalue()
+
+
+def test_refusals(p):
+    bomb = zip_with("word/document.xml", b"<" + b" " * (6 << 20))  # 6 MB of spaces, ~6 KB packed
+    big = zip_with("word/document.xml", b"<" + b" " * (60 << 20))
+    cases = [
+        ("a zip bomb (1,000:1)", "bomb.docx", bomb, 413, "zip bomb"),
+        ("an XML part over 8 MiB", "big.docx", big, 413, "limit"),
+        ("not a zip", "fake.docx", b"hello, I am not a zip", 400, "not a valid zip"),
+        ("a truncated zip", "cut.docx", docx_bytes(DOCX_XML)[:300], 400, "zip"),
+        ("a docx without word/document.xml", "empty.docx", zip_with("x.txt", b"x"), 400, "word/document.xml"),
+        ("XML that does not parse", "bad.docx", docx_bytes("<w:document><w:body>"), 400, "well-formed"),
+        ("XML nested 1,000 deep", "deep.docx", docx_bytes(f'<w:document xmlns:w="{W}">' + "<w:p>" * 1000 + "x"
+                                                           + "</w:p>" * 1000 + "</w:document>"), 400, "XML"),
+        ("an .odt with another mimetype", "s.odt", odt_bytes(ODT_XML, "application/vnd.oasis.opendocument.spreadsheet"),
+         400, "mimetype"),
+        ("binary as .txt", "bin.txt", bytes(range(256)), 400, "UTF-8"),
+        ("an .srt without timings", "x.srt", b"hello\nworld\n", 400, "timing"),
+        ("an unsupported type", "a.pdf", b"%PDF-1.4", 400, "not supported"),
+        ("an empty file", "e.txt", b"", 400, "empty"),
+        ("too many characters", "long.txt", b"word " * 5000, 413, "limit"),
+    ]
+    for what, name, data, want, needle in cases:
+        st, j = upload(p, name, data)
+        tap.ok(st == want and needle in ts.error_of(j), f"refused: {what} -> {want}", f"{st} {j}")
+    st, j = upload(p, None, b"")
+    tap.ok(st == 400 and "missing file" in ts.error_of(j), "no file field -> 400", f"{st} {j}")
+    st, j = upload(p, "a.txt", b"Hello.", target="xx")
+    tap.ok(st == 400 and "target language" in ts.error_of(j), "an unknown target -> 400 as /translate", f"{st} {j}")
+    st, h, raw = ts.request(p, "POST", "/translate_file", "q=x", {"Content-Type": "application/x-www-form-urlencoded"})
+    tap.ok(st == 400 and b"multipart" in raw, "not multipart -> 400", f"{st} {raw!r}")
+    st, h, j = ts.jreq(p, "GET", "/download_file/0123456789abcdef0123456789abcdef/a.txt")
+    tap.ok(st == 404 and "no such file" in ts.error_of(j), "an unknown result -> 404", f"{st} {j}")
+    st, h, j = ts.jreq(p, "GET", "/download_file/../../etc/passwd")
+    tap.ok(st == 404, "a path in the URL -> 404", f"{st} {j}")
+    st, h, j = ts.jreq(p, "GET", "/health")
+    tap.ok(st == 200, "the server is still up", f"{st}")
+
+
+def test_storage_and_keys():
+    tmp = tempfile.mkdtemp(prefix="deepmt-files-test-")
+    try:
+        srv = ts.Server("--max-body-bytes", "64k", env={"TMPDIR": tmp, "DEEPMT_API_KEYS": "k1"})
+        p = srv.port
+        st, j = upload(p, "a.txt", b"Hello there.")
+        tap.ok(st == 403 and ts.error_of(j) == "Invalid API key", "/translate_file checks the API key", f"{st} {j}")
+        st, j, got = roundtrip(p, "a.txt", b"Hello there.", api_key="k1")
+        tap.ok(st == 200 and got, "with the key: translated", f"{st} {j}")
+        st, j = upload(p, "big.txt", b"x" * (100 << 10), api_key="k1")
+        tap.ok(st == 413 and "too large" in ts.error_of(j), "a file over --max-body-bytes -> 413", f"{st} {j}")
+        held = [d for d in os.listdir(tmp) if d.startswith("deepmt-files-")]
+        inside = os.listdir(os.path.join(tmp, held[0])) if held else []
+        tap.ok(len(held) == 1 and len(inside) == 1, "results live in one private folder under $TMPDIR",
+               f"{held} {inside}")
+        rc = srv.stop()
+        tap.ok(rc == 0 and os.listdir(tmp) == [], "shutdown removes the folder and every result",
+               f"rc {rc}: {os.listdir(tmp)}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_no_tmpdir():
+    srv = ts.Server(env={"TMPDIR": "/nonexistent/deepmt-no-such-dir"})
+    st, h, j = ts.jreq(srv.port, "GET", "/frontend/settings")
+    st2, j2 = upload(srv.port, "a.txt", b"Hello.")
+    st3, h, j3 = ts.translate(srv.port, "Hello.")
+    tap.ok(st == 200 and j.get("filesTranslation") is False and j.get("supportedFilesFormat") == [] and st2 == 503
+           and "file translation is off" in ts.error_of(j2) and st3 == 200,
+           "no writable TMPDIR: the server runs, file translation is off and says so", f"{j} {st2} {j2} {st3}")
+    tap.ok("file translation is off" in srv.stderr(), "... and the log says why", srv.stderr()[-400:])
+    srv.stop()
+
+
+def main():
+    if not os.access(ts.BIN, os.X_OK):
+        tap.skip(f"{ts.BIN} not built")
+        return tap.done()
+    try:
+        srv = ts.Server()
+        if srv.proc.poll() is not None:
+            tap.ok(False, "the server starts", srv.stderr())
+            return tap.done()
+        try:
+            test_docx(srv.port)
+            test_odt(srv.port)
+            test_text_formats(srv.port)
+            test_refusals(srv.port)
+        finally:
+            rc = srv.stop()
+        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
+        test_storage_and_keys()
+        test_no_tmpdir()
+        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
+    finally:
+        shutil.rmtree(ts.TMP, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

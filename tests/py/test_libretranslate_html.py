@@ -1,0 +1,165 @@
+#!/usr/bin/python3
+"""format "html" on POST /translate (TAP): the markup comes back as it was sent
+(same tags and attributes in the same order, entities and untranslatable parts
+byte for byte), the text between the tags is translated, and malformed input
+gets a valid answer or a clear error, never a crash. Also through the npm
+`libretranslate` client (installed into build/node; skipped when npm is
+unreachable). Tiny random model: translations are noise, structure is what is
+checked.
+"""
+
+import html.parser
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import tap  # noqa: E402
+import test_server as ts  # noqa: E402
+from nodetools import node_modules  # noqa: E402
+from testutil import repo_path  # noqa: E402
+
+
+class Shape(html.parser.HTMLParser):
+    """Tags with attributes, in order, and the text under each path."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags, self.texts, self.path = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(("start", tag, tuple(attrs)))
+        if tag not in ("br", "img", "hr", "meta", "link", "input"):
+            self.path.append(tag)
+
+    def handle_endtag(self, tag):
+        self.tags.append(("end", tag))
+        if tag in self.path:
+            while self.path.pop() != tag:
+                pass
+
+    def handle_data(self, data):
+        if data.strip():
+            self.texts.append(("/".join(self.path), data))
+
+
+def shape(s):
+    p = Shape()
+    p.feed(s)
+    p.close()
+    return p
+
+
+def tr(p, q, **extra):
+    return ts.translate(p, q, source="en", target="de", format="html", **extra)
+
+
+DOC = ('<div class="intro"><h1 id="t">Two dogs play</h1>\n<p>A man is <b>riding</b> a bike &amp; '
+       '<a href="/x?a=1&amp;b=2" title="keep">a woman</a> walks.</p>\n'
+       '<pre>  code   stays </pre><code>x = 1</code><p translate="no">Do not translate me</p>'
+       '<script>var s = "A man";</script><style>p { color: red }</style>'
+       '<p class="big notranslate">Brand Name</p><!-- a comment --><ul><li>One cat</li><li>Two cats</li></ul></div>')
+
+
+def test_structure(p):
+    st, h, j = tr(p, DOC)
+    out = j.get("translatedText", "") if isinstance(j, dict) else ""
+    tap.ok(st == 200 and isinstance(out, str), "format html: 200 with a string", f"{st} {j}")
+    a, b = shape(DOC), shape(out)
+    tap.ok(a.tags == b.tags, "same tags and attributes in the same order", f"{a.tags}\n{b.tags}")
+    for keep in ("<pre>  code   stays </pre>", "<code>x = 1</code>", '<p translate="no">Do not translate me</p>',
+                 '<script>var s = "A man";</script>', "<style>p { color: red }</style>",
+                 '<p class="big notranslate">Brand Name</p>', "<!-- a comment -->", 'href="/x?a=1&amp;b=2"'):
+        tap.ok(keep in out, f"kept byte for byte: {keep[:40]}", out)
+    translated = [t for path, t in a.texts if not any(x in path for x in ("pre", "code", "script", "style"))
+                  and t not in ("Do not translate me", "Brand Name")]
+    changed = [t for t in translated if t.strip() not in out]
+    tap.ok(len(changed) == len(translated), "every other text run is translated", f"{translated} -> {out}")
+    tap.ok(out.count("<li>") == 2 and out.count("</p>") == DOC.count("</p>"), "same number of paragraphs and items",
+           out)
+    st, h, j = ts.translate(p, "<p>Hallo</p>", source="de", target="de", format="html")
+    tap.ok(st == 200 and j.get("translatedText") == "<p>Hallo</p>", "source == target: the HTML comes back as sent",
+           f"{j}")
+    st, h, j = ts.translate(p, ["<p>Zwei Hunde spielen im Schnee.</p>", "plain text, no tags"], source="auto",
+                            target="en", format="html")
+    d = j.get("detectedLanguage") if isinstance(j, dict) else None
+    tap.ok(st == 200 and len(j.get("translatedText", [])) == 2 and isinstance(d, list) and d[0]["language"] == "de",
+           "array q with auto: one document and one detectedLanguage each (from the text, not the tags)", f"{j}")
+    st, h, j = tr(p, "<p>A &lt;tag&gt; and &quot;quotes&quot;</p>")
+    out = j.get("translatedText", "")
+    tap.ok(st == 200 and shape(out).tags == shape("<p>x</p>").tags, "translations are escaped: no tag appears", out)
+
+
+def test_garbage(p):
+    rnd = random.Random(7)
+    cases = {
+        "unclosed tags": "<p>A man <b>rides <i>a bike",
+        "stray end tags": "</div></p>Two dogs</span>",
+        "a lone <": "<",
+        "attributes without end": '<a href="x',
+        "nested 5000 deep": "<div>" * 5000 + "A dog" + "</div>" * 5000,
+        "random markup": "".join(rnd.choice(["<p>", "</p>", "<b>", "dog ", "&amp;", "&bogus;", "<!--", "-->", "<",
+                                             ">", "\"", "cat. "]) for _ in range(3000)),
+        "random code points": "".join(chr(rnd.randrange(1, 0xD7FF)) for _ in range(2000)),
+        "empty": "",
+    }
+    for name, q in cases.items():
+        st, h, j = tr(p, q)
+        good = st == 200 and isinstance(j.get("translatedText"), str) if isinstance(j, dict) else False
+        clear = st in (400, 413) and isinstance(j, dict) and j.get("error")
+        tap.ok(good or clear, f"malformed HTML ({name}): a valid answer or a clear 4xx", f"{st} {str(j)[:300]}")
+    st, h, j = tr(p, "<p>" + "<b>a</b> " * 2000 + "</p>")
+    tap.ok(st == 413 and "too many" in ts.error_of(j), "more text runs than --max-sentences: 413", f"{st} {j}")
+    st, h, j = tr(p, "<p>x</p>", alternatives=2)
+    tap.ok(st == 400 and "alternatives" in ts.error_of(j), "alternatives with html: a clear 400", f"{st} {j}")
+    st, h, j = ts.translate(p, "<p>x</p>", format="xml")
+    tap.ok(st == 400 and "format" in ts.error_of(j), "an unknown format: 400", f"{st} {j}")
+    st, h, j = ts.jreq(p, "GET", "/health")
+    tap.ok(st == 200, "the server is still up after the garbage", f"{st}")
+
+
+def test_npm_client(p):
+    mods, why = node_modules()
+    if not mods:
+        tap.skip(f"npm libretranslate client: {why}")
+        return
+    env = {**os.environ, "NODE_PATH": mods}
+    r = subprocess.run(["node", repo_path("tests/js/lt_client.js"), f"http://127.0.0.1:{p}", "en", "de", "html",
+                        "<p>A <i>small</i> dog.</p>"], capture_output=True, timeout=120, env=env)
+    try:
+        out = json.loads(r.stdout).get("result")
+    except ValueError:
+        out = None
+    tap.ok(r.returncode == 0 and isinstance(out, str) and shape(out).tags == shape("<p>A <i>x</i></p>").tags,
+           "npm libretranslate client, format html: markup kept", (r.stdout + r.stderr).decode(errors="replace"))
+
+
+def main():
+    if not os.access(ts.BIN, os.X_OK):
+        tap.skip(f"{ts.BIN} not built")
+        return tap.done()
+    try:
+        srv = ts.Server()
+        if srv.proc.poll() is not None:
+            tap.ok(False, "the server starts", srv.stderr())
+            return tap.done()
+        try:
+            test_structure(srv.port)
+            test_garbage(srv.port)
+            test_npm_client(srv.port)
+        finally:
+            rc = srv.stop()
+        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
+        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
+    finally:
+        shutil.rmtree(ts.TMP, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
