@@ -155,27 +155,7 @@ def test_spec(p):
 
 
 def main():
-    if not os.access(ts.BIN, os.X_OK):
-        tap.skip(f"{ts.BIN} not built")
-        return tap.done()
-    try:
-        srv = ts.Server()
-        if srv.proc.poll() is not None:
-            tap.ok(False, "the server starts", srv.stderr())
-            return tap.done()
-        try:
-            test_detect(srv.port)
-            test_auto(srv.port)
-            test_suggest_settings(srv.port)
-            test_spec(srv.port)
-        finally:
-            rc = srv.stop()
-        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
-        test_keys()
-        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
-    finally:
-        shutil.rmtree(ts.TMP, ignore_errors=True)
-    return tap.done()
+    return ts.run_suite([test_detect, test_auto, test_suggest_settings, test_spec], after=[test_keys])
 
 
 if __name__ == "__main__":

@@ -271,28 +271,7 @@ def test_no_tmpdir():
 
 
 def main():
-    if not os.access(ts.BIN, os.X_OK):
-        tap.skip(f"{ts.BIN} not built")
-        return tap.done()
-    try:
-        srv = ts.Server()
-        if srv.proc.poll() is not None:
-            tap.ok(False, "the server starts", srv.stderr())
-            return tap.done()
-        try:
-            test_docx(srv.port)
-            test_odt(srv.port)
-            test_text_formats(srv.port)
-            test_refusals(srv.port)
-        finally:
-            rc = srv.stop()
-        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
-        test_storage_and_keys()
-        test_no_tmpdir()
-        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
-    finally:
-        shutil.rmtree(ts.TMP, ignore_errors=True)
-    return tap.done()
+    return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals], after=[test_storage_and_keys, test_no_tmpdir])
 
 
 if __name__ == "__main__":

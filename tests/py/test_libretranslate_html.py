@@ -12,7 +12,6 @@ import html.parser
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
 
@@ -140,25 +139,7 @@ def test_npm_client(p):
 
 
 def main():
-    if not os.access(ts.BIN, os.X_OK):
-        tap.skip(f"{ts.BIN} not built")
-        return tap.done()
-    try:
-        srv = ts.Server()
-        if srv.proc.poll() is not None:
-            tap.ok(False, "the server starts", srv.stderr())
-            return tap.done()
-        try:
-            test_structure(srv.port)
-            test_garbage(srv.port)
-            test_npm_client(srv.port)
-        finally:
-            rc = srv.stop()
-        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
-        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
-    finally:
-        shutil.rmtree(ts.TMP, ignore_errors=True)
-    return tap.done()
+    return ts.run_suite([test_structure, test_garbage, test_npm_client])
 
 
 if __name__ == "__main__":

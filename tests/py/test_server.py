@@ -115,6 +115,33 @@ class Server:
         return 0
 
 
+def run_suite(with_server, after=()):
+    """main() of a test file built on one shared server: each of with_server(port)
+    runs against it; then the server must stop cleanly (exit 0: under ASan, no
+    leaks), each of after() runs (checks that start servers of their own), and no
+    sanitizer report may have appeared. Returns tap.done()."""
+    if not os.access(BIN, os.X_OK):
+        tap.skip(f"{BIN} not built")
+        return tap.done()
+    try:
+        srv = Server()
+        if srv.proc.poll() is not None:
+            tap.ok(False, "the server starts", srv.stderr())
+            return tap.done()
+        try:
+            for test in with_server:
+                test(srv.port)
+        finally:
+            rc = srv.stop()
+        tap.ok(rc == 0, "the server exits 0 (and, under ASan, without leaks)", srv.stderr()[-1500:])
+        for test in after:
+            test()
+        tap.ok(not SANITIZER_REPORTS, "no sanitizer reports", "\n".join(SANITIZER_REPORTS[:2]))
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
+    return tap.done()
+
+
 def request(port, method, path, body=None, headers=None, timeout=60 * SLOW):
     """-> (status, headers dict with lowercase names, body bytes)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
