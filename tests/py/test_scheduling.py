@@ -20,9 +20,7 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -30,13 +28,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
-from testutil import free_port, repo_path  # noqa: E402
+import test_server as ts  # noqa: E402  (Server)
+from testutil import repo_path  # noqa: E402
 
 BIN = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-MODEL = os.environ.get("DEEPMT_TEST_MODEL") or repo_path("tests/fixtures/tiny-model")
 SLOW = 4 if "asan" in BIN else 1
-TMP = tempfile.mkdtemp(prefix="deepmt-test-scheduling-")
-SANITIZER_REPORTS = []  # excerpts of sanitizer reports in any server's stderr
+SANITIZER_REPORTS = ts.SANITIZER_REPORTS  # excerpts of sanitizer reports in any server's stderr
 
 WORDS = ("man woman dog bicycle street river mountain city child ball house red green blue old young "
          "running sitting playing walking riding reading near under over behind beside").split()
@@ -46,41 +43,11 @@ def sentence(i, words):
     return " ".join(WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(words)).capitalize() + "."
 
 
-class Server:
-    def __init__(self, *args):
-        self.port = free_port()
-        self.log_path = os.path.join(TMP, f"server-{self.port}.log")
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([BIN, "serve", "--model", MODEL, "--host", "127.0.0.1", "--port",
-                                      str(self.port), *args], stdout=subprocess.DEVNULL, stderr=self.log)
-        end = time.time() + 20 * SLOW
-        while time.time() < end and self.proc.poll() is None:
-            try:
-                if request(self.port, "GET", "/ready", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.05)
+class Server(ts.Server):
+    """test_server's server; a drain here may wait on long translations."""
 
     def stop(self, timeout=60 * SLOW):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            rc = self.proc.wait()
-        self.log.close()
-        err = self.stderr()
-        for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:"):
-            if needle in err:
-                i = err.index(needle)
-                SANITIZER_REPORTS.append(f"{self.log_path}: {err[max(0, i - 200):i + 1500]}")
-        return rc
-
-    def stderr(self):
-        with open(self.log_path, "rb") as f:
-            return f.read().decode("utf-8", "replace")
+        return super().stop(timeout)
 
 
 def request(port, method, path, body=None, timeout=120 * SLOW):
@@ -373,7 +340,7 @@ def main():
         tap.ok(not SANITIZER_REPORTS, "no sanitizer reports in any server's stderr", "\n".join(SANITIZER_REPORTS[:2]))
     finally:
         import shutil
-        shutil.rmtree(TMP, ignore_errors=True)
+        shutil.rmtree(ts.TMP, ignore_errors=True)
     return tap.done()
 
 
