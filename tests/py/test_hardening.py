@@ -340,25 +340,32 @@ def test_per_ip_limit():
     srv.stop()
 
 
+def seconds_until_closed(s, byte, limit=8):
+    """Sends one byte every 0.5 s (so an idle timeout never fires) until the server
+    closes the socket: the seconds that took, or None if it stayed open `limit` s."""
+    t0 = time.time()
+    try:
+        while time.time() - t0 < limit:
+            try:
+                s.sendall(byte)
+                s.settimeout(0.5)
+                if s.recv(1) == b"":
+                    return time.time() - t0
+            except socket.timeout:
+                continue
+            except OSError:
+                return time.time() - t0
+        return None
+    finally:
+        s.close()
+
+
 def test_read_deadline():
     srv = Server("--request-read-timeout", "2")
     p = srv.port
     s = connect_from("127.0.0.1", p, timeout=10)
     s.sendall(b"GET /health HTTP/1.1\r\n")
-    t0, closed_after = time.time(), None
-    while time.time() - t0 < 8:
-        try:
-            s.sendall(b"X")  # one header byte every 0.5 s: the idle timeout never fires
-            s.settimeout(0.5)
-            if s.recv(1) == b"":
-                closed_after = time.time() - t0
-                break
-        except socket.timeout:
-            continue
-        except OSError:
-            closed_after = time.time() - t0
-            break
-    s.close()
+    closed_after = seconds_until_closed(s, b"X")  # headers trickling
     tap.ok(closed_after is not None and 1.5 <= closed_after <= 4.5,
            "--request-read-timeout 2: a client trickling its headers is cut after ~2 s",
            f"closed after {closed_after}")
@@ -367,21 +374,7 @@ def test_read_deadline():
     s = connect_from("127.0.0.1", p, timeout=10)
     s.sendall(b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: 1000\r\n\r\n{")
-    t0, closed_after = time.time(), None
-    while time.time() - t0 < 8:
-        try:
-            s.sendall(b" ")
-            s.settimeout(0.5)
-            data = s.recv(1)
-            if data == b"":
-                closed_after = time.time() - t0
-                break
-        except socket.timeout:
-            continue
-        except OSError:
-            closed_after = time.time() - t0
-            break
-    s.close()
+    closed_after = seconds_until_closed(s, b" ")
     tap.ok(closed_after is not None and closed_after <= 4.5, "a trickling body is cut as well",
            f"closed after {closed_after}")
 
