@@ -261,10 +261,10 @@ def cmd_train(args):
     if args.general:
         # General-domain pairs (both directions) mixed with Multi30k, balanced by
         # temperature sampling, plus the robustness augmentation (tools/dmt/data.py).
-        general = D.encode_general(sp, args.general, cache, args.max_len)
+        texts = D.read_general(args.general, "train")
+        general = D.encode_general(sp, texts, cache, args.max_len)
         if not general:
             raise SystemExit(f"train: no general-domain pairs under {args.general}/train")
-        texts = D.read_general(args.general, "train")
         log("general data: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in general.items()))
         if args.general_val_lines:
             val_sets += general_val_sets(sp, args.general, args.general_val_lines, args.max_len)

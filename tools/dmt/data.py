@@ -94,24 +94,31 @@ def lang_ids(sp, langs=LANGS):
     return ids
 
 
-def encode_split(sp, data_dir, split, cache, max_len=128, langs=LANGS):
-    """-> {lang: list of int32 arrays (pieces, no specials)}, cached as .npz under cache."""
-    path = os.path.join(cache, f"{split}.npz")
+def encode_cached(sp, path, names, read, max_len=128):
+    """-> {name: list of int32 arrays (pieces, no specials)} for the line lists that
+    read() returns ({name: lines}), cached as one .npz at path (read() is not called
+    when the cache exists)."""
     if os.path.exists(path):
         z = np.load(path)
-        return {lang: np.split(z[lang], z[lang + "_off"][1:-1]) for lang in langs}
-    lines = read_split(data_dir, split, langs)
+        return {k: np.split(z[k], z[k + "_off"][1:-1]) for k in names}
+    lines = read()
     out, save = {}, {}
-    for lang in langs:
-        ids = [np.asarray(x[:max_len], np.int32) for x in sp.encode(lines[lang], out_type=int)]
-        out[lang] = ids
-        save[lang] = np.concatenate(ids) if ids else np.zeros(0, np.int32)
-        save[lang + "_off"] = np.cumsum([0] + [len(x) for x in ids])
-    os.makedirs(cache, exist_ok=True)
+    for k in names:
+        ids = [np.asarray(x[:max_len], np.int32) for x in sp.encode(lines[k], out_type=int)]
+        out[k] = ids
+        save[k] = np.concatenate(ids) if ids else np.zeros(0, np.int32)
+        save[k + "_off"] = np.cumsum([0] + [len(x) for x in ids])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     tmp = path + ".tmp.npz"
     np.savez(tmp, **save)
     os.replace(tmp, path)
     return out
+
+
+def encode_split(sp, data_dir, split, cache, max_len=128, langs=LANGS):
+    """-> {lang: list of int32 arrays (pieces, no specials)}, cached as .npz under cache."""
+    return encode_cached(sp, os.path.join(cache, f"{split}.npz"), langs,
+                         lambda: read_split(data_dir, split, langs), max_len)
 
 
 class Batcher:
@@ -228,27 +235,14 @@ def read_general(general_dir, split="train", pairs=GENERAL_PAIRS):
     return out
 
 
-def encode_general(sp, general_dir, cache, max_len=128, pairs=GENERAL_PAIRS):
-    """-> {(a, b): (ids_a, ids_b)} (lists of int32 arrays), cached as .npz under cache."""
+def encode_general(sp, texts, cache, max_len=128):
+    """texts: read_general's {(a, b): (lines_a, lines_b)} -> {(a, b): (ids_a, ids_b)}
+    (lists of int32 arrays), cached as .npz under cache."""
     out = {}
-    for (a, b), (la, lb) in read_general(general_dir, "train", pairs).items():
-        path = os.path.join(cache, f"general-{a}-{b}.npz")
-        if os.path.exists(path):
-            z = np.load(path)
-            out[(a, b)] = tuple(np.split(z[k], z[k + "_off"][1:-1]) for k in ("a", "b"))
-            continue
-        enc = {}
-        save = {}
-        for k, lines in (("a", la), ("b", lb)):
-            ids = [np.asarray(x[:max_len], np.int32) for x in sp.encode(lines, out_type=int)]
-            enc[k] = ids
-            save[k] = np.concatenate(ids) if ids else np.zeros(0, np.int32)
-            save[k + "_off"] = np.cumsum([0] + [len(x) for x in ids])
-        os.makedirs(cache, exist_ok=True)
-        tmp = path + ".tmp.npz"
-        np.savez(tmp, **save)
-        os.replace(tmp, path)
-        out[(a, b)] = (enc["a"], enc["b"])
+    for (a, b), (la, lb) in texts.items():
+        ids = encode_cached(sp, os.path.join(cache, f"general-{a}-{b}.npz"), ("a", "b"),
+                            lambda: {"a": la, "b": lb}, max_len)
+        out[(a, b)] = (ids["a"], ids["b"])
     return out
 
 
