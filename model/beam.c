@@ -387,6 +387,21 @@ static void fill_feed(search *S, int n_act, int s, int cur) {
     }
 }
 
+/* Moves active sentence a's w rows (histories, beam sums) down to slot na, and
+ * records where each came from for dmt_decode_reorder (a kept row only ever moves
+ * to a lower index, so this works in place). */
+static void keep_rows(search *S, int cur, int a, int na, int w) {
+    size_t L = (size_t)S->L;
+    for (int j = 0; j < w; j++) {
+        size_t from = (size_t)a * w + j, to = (size_t)na * w + j;
+        S->parent[to] = (int)from;
+        if (to != from) {
+            memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
+            S->cum[cur][to] = S->cum[cur][from];
+        }
+    }
+}
+
 /* Drops the active sentences the control cancels, before a decoder step: their
  * rows leave the KV cache (dmt_decode_reorder) and the others move down in place
  * (a kept row only ever moves to a lower index). The new active count. */
@@ -394,21 +409,13 @@ static int drop_cancelled(search *S, dmt_state *st, int n_act, int cur, dmt_nbes
     const dmt_beam_control *ctl = S->o.control;
     if (!ctl || !ctl->cancelled) return n_act;
     int na = 0, w = S->width;
-    size_t L = (size_t)S->L;
     for (int a = 0; a < n_act; a++) {
         int i = S->active[a];
         if (ctl->cancelled(ctl->arg, i)) {
             dmt_nbest_clear(&out[i]);
             continue;
         }
-        for (int j = 0; j < w; j++) {
-            size_t from = (size_t)a * w + j, to = (size_t)na * w + j;
-            S->parent[to] = (int)from;
-            if (to != from) {
-                memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
-                S->cum[cur][to] = S->cum[cur][from];
-            }
-        }
+        keep_rows(S, cur, a, na, w);
         S->active[na++] = i;
     }
     if (na < n_act && na > 0) dmt_decode_reorder(st, na * w, S->parent);
@@ -673,7 +680,6 @@ static void session_leave(dmt_beam_session *b, int i) {
 static int session_drop(dmt_beam_session *b) {
     search *S = &b->S;
     int k = S->k, na = 0, cur = b->cur;
-    size_t L = (size_t)S->L;
     for (int a = 0; a < b->n_act; a++) {
         int i = S->active[a];
         if (b->cancel[i]) {
@@ -682,14 +688,7 @@ static int session_drop(dmt_beam_session *b) {
             b->used[i] = 0;
             continue;
         }
-        for (int j = 0; j < k; j++) {
-            size_t from = (size_t)a * k + j, to = (size_t)na * k + j;
-            S->parent[to] = (int)from;
-            if (to != from) {
-                memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
-                S->cum[cur][to] = S->cum[cur][from];
-            }
-        }
+        keep_rows(S, cur, a, na, k);
         S->active[na++] = i;
     }
     if (na == b->n_act) return 0;
