@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 
 import bleu  # noqa: E402
 import tap  # noqa: E402
+from test_default_model import translate  # noqa: E402  (deepmt translate: rc, lines, stderr)
 from testutil import repo_path  # noqa: E402
 
 LINES = 150
@@ -60,12 +61,6 @@ def tatoeba(general, s, t, n):
     pair = "-".join(sorted((s, t), key=lambda x: x != "en"))
     return (read(os.path.join(general, "test", f"tatoeba.{pair}.{s}"), n),
             read(os.path.join(general, "test", f"tatoeba.{pair}.{t}"), n))
-
-
-def translate(binary, model, lines, target):
-    r = subprocess.run([binary, "translate", "-m", model, "-t", target, "-q"],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=900)
-    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
 
 
 def main():

@@ -13,10 +13,8 @@ Environment: DEEPMT_BIN (build/deepmt), DEEPMT_MODEL (models/default),
 DEEPMT_SHARED (../shared). Skips with a message when the data is absent.
 """
 
-import gzip
 import importlib.util
 import os
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -24,24 +22,13 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
+from test_default_model import LINES, read, translate  # noqa: E402  (first LINES test lines, deepmt translate)
 from testutil import repo_path  # noqa: E402
 
-LINES = 200
 # direction -> (BLEU floor, agreement floor), int8 on the first LINES lines. Measured
 # (models/default as of 2026-12-01, AVX2 kernels): en-de F32 38.34, int8 37.85, 91%
 # identical; de-en F32 43.04, int8 43.53, 90% identical.
 FLOORS = {"en-de": (32, 0.6), "de-en": (37, 0.6)}
-
-
-def read(data, lang):
-    with gzip.open(os.path.join(data, f"test_2016_flickr.{lang}.gz"), "rt", encoding="utf-8") as f:
-        return [line.rstrip("\n") for _, line in zip(range(LINES), f)]
-
-
-def translate(binary, model, lines, target, extra=()):
-    r = subprocess.run([binary, "translate", "-m", model, "-t", target, "-q", *extra],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=900)
-    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
 
 
 def main():
