@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "server/documents.h"
+#include "server/embed.h"
 #include "server/internal.h"
 
 /* Texts longer than this are read only this far for detection (detect.c reads
@@ -115,16 +116,7 @@ json_t *dmt_lt_settings(const dmt_server_config *cfg, const dmt_config *mcfg, in
                      "maxAlternatives", cfg->max_alternatives); /* ours: what "alternatives" may ask */
 }
 
-/* server/openapi.json, built into the binary by the assembler (the path is
- * relative to the repository root, where make runs the compiler); one NUL after. */
-__asm__(".section .rodata\n"
-        ".balign 16\n"
-        "dmt_openapi_json:\n"
-        ".incbin \"server/openapi.json\"\n"
-        "dmt_openapi_json_end:\n"
-        ".byte 0\n"
-        ".previous\n");
-extern const char dmt_openapi_json[], dmt_openapi_json_end[];
+DMT_EMBED(dmt_openapi_json, "server/openapi.json"); /* server/embed.h */
 
 const char *dmt_lt_spec(size_t *len) {
     *len = (size_t)(dmt_openapi_json_end - dmt_openapi_json);

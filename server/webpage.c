@@ -4,16 +4,9 @@
 #include <string.h>
 #include <strings.h>
 
-/* server/webpage.html, built in by the assembler (path relative to the
- * repository root, where make runs the compiler). */
-__asm__(".section .rodata\n"
-        ".balign 16\n"
-        "dmt_webpage_html:\n"
-        ".incbin \"server/webpage.html\"\n"
-        "dmt_webpage_html_end:\n"
-        ".byte 0\n"
-        ".previous\n");
-extern const char dmt_webpage_html[], dmt_webpage_html_end[];
+#include "server/embed.h"
+
+DMT_EMBED(dmt_webpage_html, "server/webpage.html"); /* server/embed.h */
 
 const char *dmt_webpage(size_t *len) {
     *len = (size_t)(dmt_webpage_html_end - dmt_webpage_html);
