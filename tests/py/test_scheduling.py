@@ -80,11 +80,15 @@ def gauge(port, name):
     return None
 
 
+HEAVY_SENTENCES = 256
+
+
 def test_heavy_and_light():
-    """64 long sentences at beam 16 and max_length 254 keep both workers busy for a
+    """256 long sentences at beam 16 and max_length 254 keep both workers busy for a
     long time; light one-sentence requests sent meanwhile are answered in a small
     fraction of that time, and the heavy request completes."""
-    srv = Server("--workers", "2", "--threads", "1")
+    srv = Server("--workers", "2", "--threads", "1", "--max-chars", "100000",
+                 "--max-request-cost", "10000000")
     try:
         t0 = time.time()
         st, j = translate(srv.port, "A man rides a bicycle.")
@@ -93,21 +97,26 @@ def test_heavy_and_light():
 
         def run_heavy():
             t = time.time()
-            heavy["res"] = translate(srv.port, [sentence(i, 32) for i in range(64)], beam_size=16, max_length=254)
+            heavy["res"] = translate(srv.port, [sentence(i, 32) for i in range(HEAVY_SENTENCES)], beam_size=16,
+                                     max_length=254)
             heavy["dt"] = time.time() - t
         th = threading.Thread(target=run_heavy)
         th.start()
-        time.sleep(1.0)
+        # the lights must arrive while the heavy request holds both workers; a fixed
+        # sleep raced it on a fast machine (the heavy request ended after one light)
+        end = time.time() + 30 * SLOW
+        while th.is_alive() and time.time() < end and gauge(srv.port, "deepmt_busy_workers") != 2:
+            time.sleep(0.02)
         lat = []
         while th.is_alive() and len(lat) < 8:
             t = time.time()
             st, j = translate(srv.port, "Two dogs play in the snow.")
             lat.append((st, time.time() - t))
-            time.sleep(0.5)
+            time.sleep(0.2)
         th.join()
         hst, hj = heavy["res"]
         worst = max((x[1] for x in lat), default=0)
-        tap.ok(hst == 200 and len(hj.get("translatedText", [])) == 64, "the heavy request completes (200)",
+        tap.ok(hst == 200 and len(hj.get("translatedText", [])) == HEAVY_SENTENCES, "the heavy request completes (200)",
                f"{hst} {str(hj)[:200]}")
         tap.ok(len(lat) >= 2 and all(x[0] == 200 for x in lat), "light requests during the heavy one: all 200",
                f"{lat}")
