@@ -17,9 +17,11 @@
  * non-blocking, with "Connection: close": the send buffer is first raised to fit
  * it (the kernel caps this at twice net.core.wmem_max), so nothing waits on a
  * slow reader and no HTTP thread blocks. A client that reset the connection gets
- * an error from send() and the request counts as status 0, as before; one that
- * closed both directions cannot be told from a half-close, so it is sent the
- * answer too (and logged with its status).
+ * an error from send() and the request counts as status 0, as before. While the
+ * request runs, the disconnect watcher tells a half-close from a close by sending
+ * one interim "100 Continue" when it sees the FIN (http.c work_alive): a closed
+ * socket answers with a reset and its work is dropped; a half-closed client gets
+ * here.
  */
 #include "server/internal.h"
 

@@ -75,6 +75,8 @@ typedef struct {
     dmt_file_job *file;        /* /translate_file: the document being translated */
     pthread_mutex_t mu;        /* state, suspended: HTTP thread vs worker's done() */
     int suspended;
+    int http11;                /* the request is HTTP/1.1: it may be sent an interim 1xx */
+    int probed;                /* work_alive sent its "100 Continue" probe (watcher thread only) */
     /* answer */
     int status;
     size_t bytes;
@@ -149,17 +151,34 @@ static void work_done(dmt_work *w) {
     if (resume) MHD_resume_connection(conn);
 }
 
-/* Polled by the scheduler while the request waits or runs: has the client gone?
- * The connection is suspended, so libmicrohttpd reads nothing from it meanwhile;
- * end of stream or a reset on its socket means nobody will read the answer. A
- * client that sends more (a pipelined request) counts as there. */
+/* Polled by the scheduler (watcher thread) while the request waits or runs: has
+ * the client gone? The connection is suspended, so libmicrohttpd reads nothing
+ * from it meanwhile. A reset means nobody will read the answer. End of stream (the
+ * client's FIN) is either a close or a half-close (shutdown(SHUT_WR), then read the
+ * answer: halfclose.c delivers it), and the two look the same from here. So the
+ * first FIN is answered with an interim "HTTP/1.1 100 Continue" (RFC 9110 15.2: an
+ * HTTP/1.1 client must accept 1xx responses it did not ask for; curl, Python's
+ * http.client and browsers skip them): a client that closed its socket answers
+ * those bytes with a reset, seen at the next poll; a half-closed one reads them
+ * and stays. HTTP/1.0 requests may not be sent a 1xx, and /translate_file answers
+ * only through libmicrohttpd: for those a FIN still means gone. A client that
+ * sends more (a pipelined request) counts as there. */
 static int work_alive(dmt_work *w) {
     conn_ctx *c = w->user;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 1;
     struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
     if (poll(&p, 1, 0) <= 0) return 1;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP)) return 0;
+    if (p.revents & (POLLHUP | POLLERR)) return 0;
+    if (p.revents & POLLRDHUP) {
+        if (!c->http11 || c->file) return 0;
+        if (!c->probed) {
+            static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            c->probed = 1;
+            return send(ci->connect_fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof probe - 1;
+        }
+        return 1; /* probed: still here until a reset says otherwise */
+    }
     char b;
     ssize_t got = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
@@ -473,6 +492,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         c->srv = srv;
         c->conn = conn;
         c->t0 = dmt_now();
+        c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
         pthread_mutex_init(&c->mu, NULL);
         /* kept raw (the access log escapes them), cut on a character boundary */
         snprintf(c->method, sizeof c->method, "%.*s", (int)dmt_text_clip(method, strlen(method), sizeof c->method - 1),

@@ -393,6 +393,12 @@ static void sort_batch(dmt_job **batch, int n) {
  * shares its beam size and options across its sentences): which job each sentence
  * is, and its cost. Each session decodes on its own dmt_state. */
 #define MAX_SESSIONS 4
+/* A session that starts goes ahead of the running ones by up to this much worker
+ * time, as a waking task does in a fair CPU scheduler: a short request (a light
+ * session's whole run is ~25 ms of steps) finishes before a heavy session's next
+ * long step instead of alternating with it. It cannot starve the heavy session:
+ * the credit is given once per session start, not per step. */
+#define START_CREDIT_S 0.02
 
 typedef struct {
     dmt_beam_session *ses;
@@ -425,17 +431,19 @@ static void running_remove(sessions *all, running *r, int tag) {
  * them); NULL when every session is busy with other options. */
 static running *session_for(sessions *all, const dmt_beam_options *o, char *err, size_t errlen) {
     running *empty = NULL, *ready = NULL;
-    double vt = -1; /* the least-served running session's time */
+    double vt = 0; /* the least-served running session's time */
+    int any_running = 0;
     for (int i = 0; i < MAX_SESSIONS; i++) {
         running *r = &all->run[i];
         if (r->n > 0 && same_options(&r->opt, o)) return r;
-        if (r->n > 0 && (vt < 0 || r->vt < vt)) vt = r->vt;
+        if (r->n > 0 && (!any_running || r->vt < vt)) vt = r->vt, any_running = 1;
         if (r->n == 0 && !empty) empty = r;
         if (r->n == 0 && r->ses && same_options(&r->opt, o)) ready = r; /* idle, already set up for o */
     }
     running *r = ready ? ready : empty;
     if (!r) return NULL;
-    r->vt = vt < 0 ? 0 : vt; /* a session that (re)starts is level with the others: not owed the past */
+    /* a session that (re)starts is not owed the past, only the start credit */
+    r->vt = vt - START_CREDIT_S;
     if (ready) return r;
     dmt_scheduler *s = all->wk->s;
     if (!r->state && !(r->state = dmt_state_new(s->model))) {
