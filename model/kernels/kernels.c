@@ -47,6 +47,20 @@ const dmt_kernels *dmt_kernels_for(dmt_isa isa) {
 #endif
 }
 
+const dmt_kernels *dmt_kernels_emulated(dmt_isa isa) {
+#ifdef DMT_KERNELS_X86
+    const dmt_kernels *t = isa == DMT_ISA_AVX512       ? &dmt_kernels_avx512_emulated
+                           : isa == DMT_ISA_AVX512VNNI ? &dmt_kernels_avx512vnni_emulated
+                           : isa == DMT_ISA_AVX512BF16 ? &dmt_kernels_avx512bf16_emulated
+                                                       : NULL;
+    if (!t || cpu_has(isa) || !cpu_has(DMT_ISA_AVX2)) return NULL;
+    return t;
+#else
+    (void)isa;
+    return NULL;
+#endif
+}
+
 /* The choice, made once (DEEPMT_ISA is read when the first model loads or the first
  * report is printed; later changes to the environment do not switch kernels under
  * loaded weights). */
@@ -65,7 +79,9 @@ static void choose(void) {
     }
     for (int i = 0; i < DMT_ISA_COUNT; i++)
         if (!strcmp(want, isa_names[i])) {
-            if (!(choice.chosen = dmt_kernels_for((dmt_isa)i)))
+            choice.chosen = dmt_kernels_for((dmt_isa)i);
+            if (!choice.chosen) choice.chosen = dmt_kernels_emulated((dmt_isa)i);
+            if (!choice.chosen)
                 snprintf(choice.err, sizeof choice.err,
                          "DEEPMT_ISA=%s: this CPU cannot run it (its best level is %s)", want, choice.best->name);
             return;

@@ -55,6 +55,7 @@ typedef struct dmt_kernels {
     dmt_gemm_fn gemm_f32; /* NULL when panel_f32 == 0 */
     dmt_gemm_fn gemm_bf16; /* NULL where the level has no BF16 arithmetic */
     dmt_gemm_fn gemm_i8;
+    int emulated;         /* 1: an emulated level's table (test programs only, below) */
     void (*softmax)(float *x, int n, int len);
     void (*log_softmax)(float *x, int n, int len);
     void (*norm_row)(float *x, int d, const float *gamma, const float *beta, float eps);
@@ -97,5 +98,19 @@ void dmt_bf16_to_f32_n(float *dst, const void *src, size_t n);
 /* per-level tables (kernels_*.c); NULL where the compiler cannot build the level */
 extern const dmt_kernels dmt_kernels_generic, dmt_kernels_avx2, dmt_kernels_avx512, dmt_kernels_avx512vnni,
     dmt_kernels_avx512bf16;
+
+/* Emulated levels, for tests. The test programs link kernels_avx512.c a second time,
+ * built on SIMDe's portable AVX-512 (libsimde-dev, itself on AVX2): the same kernel
+ * source, so a machine without AVX-512 still executes the avx512, avx512vnni and
+ * avx512bf16 code (tests/c/test_gemm.c; tests/run.sh runs the op, golden, beam and
+ * checkpoint tests with DEEPMT_ISA naming them). The deepmt binary does not link
+ * them (weak symbols: their addresses are NULL there). */
+extern const dmt_kernels dmt_kernels_avx512_emulated __attribute__((weak)),
+    dmt_kernels_avx512vnni_emulated __attribute__((weak)), dmt_kernels_avx512bf16_emulated __attribute__((weak));
+/* The emulated table of a level this CPU lacks; NULL where it runs the level itself,
+ * where the emulation is not linked, or where the CPU lacks AVX2 (SIMDe's base here).
+ * dmt_kernels_select takes it when DEEPMT_ISA names such a level; the best level
+ * is always a native one. */
+const dmt_kernels *dmt_kernels_emulated(dmt_isa isa);
 
 #endif

@@ -17,13 +17,63 @@
 #include <stdint.h>
 #include <string.h>
 
-#ifdef DMT_KERNELS_X86
+#if defined(DMT_KERNELS_EMULATED)
+/* The test build's second copy of this file (Makefile: kernels_avx512_emulated.o):
+ * the same kernels on SIMDe's portable AVX-512 (native aliases map each _mm512_*
+ * intrinsic to its SIMDe function, here built on AVX2), so that the test suite runs
+ * these levels on a CPU without AVX-512. Only the tables' names differ; the
+ * bfloat16 conversion of activations takes its scalar path (SIMDe has no
+ * cvtne2ps; both round to nearest even). */
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#define DMT_TARGET(features)
+#define K(name) name##_avx512emu
+#define TABLE(name) name##_emulated
+#define EMULATED 1
+/* the three intrinsics used here that SIMDe 0.7.4 lacks, lane by lane (a masked
+ * load must not touch the lanes it leaves out: they may lie past an array's end) */
+static inline __m512 emu_maskz_loadu_ps(__mmask16 k, const void *p) {
+    float v[16] = {0};
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) memcpy(&v[i], (const char *)p + 4 * i, 4);
+    return _mm512_loadu_ps(v);
+}
+static inline void emu_mask_storeu_ps(void *p, __mmask16 k, __m512 a) {
+    float v[16];
+    _mm512_storeu_ps(v, a);
+    for (int i = 0; i < 16; i++)
+        if (k >> i & 1) memcpy((char *)p + 4 * i, &v[i], 4);
+}
+static inline __m512 emu_cvtepi32_ps(__m512i a) {
+    int32_t q[16];
+    float v[16];
+    _mm512_storeu_si512(q, a);
+    for (int i = 0; i < 16; i++) v[i] = (float)q[i];
+    return _mm512_loadu_ps(v);
+}
+#define _mm512_maskz_loadu_ps emu_maskz_loadu_ps
+#define _mm512_mask_storeu_ps emu_mask_storeu_ps
+#define _mm512_cvtepi32_ps emu_cvtepi32_ps
+static inline __m512bh as_bh(__m512i v) {
+    __m512bh r;
+    memcpy(&r, &v, sizeof r);
+    return r;
+}
+#define DMT_KERNELS_AVX512_BUILD 1
+#elif defined(DMT_KERNELS_X86)
 #include <immintrin.h>
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma")
-
+#define DMT_TARGET(features) __attribute__((target(features)))
 #define K(name) name##_avx512
+#define TABLE(name) name
+#define EMULATED 0
+#define as_bh(v) ((__m512bh)(v))
+#define DMT_KERNELS_AVX512_BUILD 1
+#endif
+
+#ifdef DMT_KERNELS_AVX512_BUILD
 #include "model/kernels/portable.inc"
 
 #define P 32  /* output columns a panel */
@@ -127,7 +177,7 @@ static uint16_t to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-__attribute__((always_inline, target("avx512bf16"))) static inline void
+__attribute__((always_inline)) DMT_TARGET("avx512bf16") static inline void
 block_bf16(float *y, int ldy, const uint32_t *xb, int ldxb, const int rows, const uint16_t *panel, int pairs,
            __m512 b0, __m512 b1, __mmask16 m0, __mmask16 m1) {
     __m512 acc[MR][2];
@@ -135,12 +185,12 @@ block_bf16(float *y, int ldy, const uint32_t *xb, int ldxb, const int rows, cons
     for (int i = 0; i < MR; i++)
         if (i < rows) acc[i][0] = b0, acc[i][1] = b1;
     for (int q = 0; q < pairs; q++) {
-        __m512bh w0 = (__m512bh)_mm512_load_si512(panel + (size_t)q * 2 * P);
-        __m512bh w1 = (__m512bh)_mm512_load_si512(panel + (size_t)q * 2 * P + P);
+        __m512bh w0 = as_bh(_mm512_load_si512(panel + (size_t)q * 2 * P));
+        __m512bh w1 = as_bh(_mm512_load_si512(panel + (size_t)q * 2 * P + P));
 #pragma GCC unroll 12
         for (int i = 0; i < MR; i++)
             if (i < rows) {
-                __m512bh a = (__m512bh)_mm512_set1_epi32((int)xb[(size_t)i * ldxb + q]);
+                __m512bh a = as_bh(_mm512_set1_epi32((int)xb[(size_t)i * ldxb + q]));
                 acc[i][0] = _mm512_dpbf16_ps(acc[i][0], a, w0);
                 acc[i][1] = _mm512_dpbf16_ps(acc[i][1], a, w1);
             }
@@ -153,7 +203,7 @@ block_bf16(float *y, int ldy, const uint32_t *xb, int ldxb, const int rows, cons
         }
 }
 
-__attribute__((target("avx512bf16"))) static void panel_bf16(const product *pr, int p) {
+DMT_TARGET("avx512bf16") static void panel_bf16(const product *pr, int p) {
     const dmt_linear *lin = pr->lin;
     int j = p * P, pairs = (lin->in + 1) / 2;
     __mmask16 m0, m1;
@@ -172,21 +222,23 @@ __attribute__((target("avx512bf16"))) static void panel_bf16(const product *pr, 
 }
 
 /* x rows as bfloat16 pairs, zero-padded to an even length. */
-__attribute__((target("avx512bf16"))) static void rows_to_bf16(uint32_t *dst, const float *x, int ldx, int n, int in) {
+DMT_TARGET("avx512bf16") static void rows_to_bf16(uint32_t *dst, const float *x, int ldx, int n, int in) {
     int pairs = (in + 1) / 2;
     for (int i = 0; i < n; i++) {
         const float *src = x + (size_t)i * ldx;
         uint16_t *d = (uint16_t *)(dst + (size_t)i * pairs);
         int k = 0;
+#ifndef DMT_KERNELS_EMULATED
         for (; k + 32 <= in; k += 32) /* cvtne2ps puts its second operand in the low half */
             _mm512_storeu_si512(d + k, (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + k + 16),
                                                                     _mm512_loadu_ps(src + k)));
+#endif
         for (; k < in; k++) d[k] = to_bf16(src[k]);
         if (in & 1) d[in] = 0;
     }
 }
 
-__attribute__((noinline, target("avx512bf16"))) static void gemm_bf16_avx512(float *y, int ldy, const float *x,
+__attribute__((noinline)) DMT_TARGET("avx512bf16") static void gemm_bf16_avx512(float *y, int ldy, const float *x,
                                                                             int ldx, int n, const dmt_linear *lin,
                                                                             int threads) {
     uint32_t xb[DMT_XBUF_BYTES / 4];
@@ -202,7 +254,7 @@ __attribute__((noinline, target("avx512bf16"))) static void gemm_bf16_avx512(flo
 
 /* ---- int8 (VNNI) ------------------------------------------------------------------ */
 
-__attribute__((always_inline, target("avx512vnni"))) static inline void
+__attribute__((always_inline)) DMT_TARGET("avx512vnni") static inline void
 block_i8(float *y, int ldy, const uint32_t *xq, int quads, const float *xs, const int rows, const int8_t *panel,
          __m512i c0, __m512i c1, __m512 s0, __m512 s1, __m512 b0, __m512 b1, __mmask16 m0, __mmask16 m1) {
     __m512i acc[MR][2];
@@ -231,7 +283,7 @@ block_i8(float *y, int ldy, const uint32_t *xq, int quads, const float *xs, cons
         }
 }
 
-__attribute__((target("avx512vnni"))) static void panel_i8(const product *pr, int p) {
+DMT_TARGET("avx512vnni") static void panel_i8(const product *pr, int p) {
     const dmt_linear *lin = pr->lin;
     int j = p * P, quads = dmt_quads_of(lin->in);
     __mmask16 m0, m1;
@@ -269,19 +321,21 @@ __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const floa
     }
 }
 
+#ifndef DMT_KERNELS_EMULATED
 #pragma GCC pop_options
+#endif
 
 #define AVX512_COMMON                                                                                                \
-    .panel_f32 = P, .gemm_f32 = gemm_f32_avx512, .softmax = softmax_avx512, .log_softmax = log_softmax_avx512,   \
-    .norm_row = norm_row_avx512, .attend_row = attend_row_avx512, .f16_to_f32_n = f16_to_f32_n_avx512,             \
-    .bf16_to_f32_n = bf16_to_f32_n_avx512
+    .panel_f32 = P, .gemm_f32 = gemm_f32_avx512, .softmax = K(softmax), .log_softmax = K(log_softmax),           \
+    .norm_row = K(norm_row), .attend_row = K(attend_row), .f16_to_f32_n = K(f16_to_f32_n),                         \
+    .bf16_to_f32_n = K(bf16_to_f32_n), .emulated = EMULATED
 
 /* without VNNI, int8 runs the AVX2 kernel (its panels are 16 columns wide) */
-const dmt_kernels dmt_kernels_avx512 = {.isa = DMT_ISA_AVX512, .name = "avx512", AVX512_COMMON,
+const dmt_kernels TABLE(dmt_kernels_avx512) = {.isa = DMT_ISA_AVX512, .name = "avx512", AVX512_COMMON,
                                         .panel_i8 = 16, .i8_offset = 0, .gemm_i8 = dmt_gemm_i8_avx2};
-const dmt_kernels dmt_kernels_avx512vnni = {.isa = DMT_ISA_AVX512VNNI, .name = "avx512vnni", AVX512_COMMON,
+const dmt_kernels TABLE(dmt_kernels_avx512vnni) = {.isa = DMT_ISA_AVX512VNNI, .name = "avx512vnni", AVX512_COMMON,
                                             .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni};
-const dmt_kernels dmt_kernels_avx512bf16 = {.isa = DMT_ISA_AVX512BF16, .name = "avx512bf16", AVX512_COMMON,
+const dmt_kernels TABLE(dmt_kernels_avx512bf16) = {.isa = DMT_ISA_AVX512BF16, .name = "avx512bf16", AVX512_COMMON,
                                             .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni,
                                             .gemm_bf16 = gemm_bf16_avx512};
 

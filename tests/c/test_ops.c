@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "model/ops.h"
+#include "model/kernels/kernels.h"
 #include "tests/c/check.h"
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS */
@@ -248,6 +249,14 @@ static void check_attention_slots(int nk, int heads, int hd, int pool) {
 }
 
 int main(void) {
+    /* the level tests/run.sh asked for (DEEPMT_ISA) is the one these checks run on */
+    char err[200] = "";
+    const dmt_kernels *level = dmt_kernels_select(err, sizeof err);
+    const char *want = getenv("DEEPMT_ISA");
+    char what[200];
+    snprintf(what, sizeof what, "kernel level %s%s", level ? level->name : "?",
+             level && level->emulated ? " (emulated: this CPU lacks it)" : "");
+    CHECK(level && (!want || !*want || !strcmp(want, level->name)), what, "%s", err);
     /* matmul: contiguous and strided, with and without bias, odd and degenerate sizes */
     check_matmul(7, 13, 5, 1, 13, 5);
     check_matmul(7, 13, 5, 0, 13, 5);
