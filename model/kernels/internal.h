@@ -35,6 +35,8 @@ static inline const float *dmt_i8_scales(const dmt_linear *lin, int panel) {
     return (const float *)(dmt_i8_comp(lin, panel) + (size_t)dmt_panels_of(lin->out, panel) * panel);
 }
 
+/* The AVX2 F32 product (panels of 16): also the avxvnni level's. */
+void dmt_gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads);
 /* The AVX2 int8 product (panels of 16): also the avx512 level's, which lacks VNNI. */
 void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads);
 

@@ -10,7 +10,8 @@
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS; declared here to avoid cblas.h */
 
-static const char *const isa_names[DMT_ISA_COUNT] = {"generic", "avx2", "avx512", "avx512vnni", "avx512bf16"};
+static const char *const isa_names[DMT_ISA_COUNT] = {"generic",    "avx2",       "avxvnni",
+                                                              "avx512",     "avx512vnni", "avx512bf16"};
 
 const char *dmt_isa_name(dmt_isa isa) { return isa >= 0 && isa < DMT_ISA_COUNT ? isa_names[isa] : NULL; }
 
@@ -21,6 +22,9 @@ static int cpu_has(dmt_isa isa) {
     switch (isa) {
     case DMT_ISA_GENERIC: return 1;
     case DMT_ISA_AVX2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    /* not implied by the AVX-512 levels (Skylake-SP and Ice Lake-SP lack it), nor
+     * implying them: a level of its own above avx2, below them in preference */
+    case DMT_ISA_AVXVNNI: return cpu_has(DMT_ISA_AVX2) && __builtin_cpu_supports("avxvnni");
     case DMT_ISA_AVX512: /* F with the BW, DQ, VL and CD extensions every AVX-512 server CPU has */
         return cpu_has(DMT_ISA_AVX2) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
@@ -38,9 +42,9 @@ static int cpu_has(dmt_isa isa) {
 const dmt_kernels *dmt_kernels_for(dmt_isa isa) {
     if (isa < 0 || isa >= DMT_ISA_COUNT || !cpu_has(isa)) return NULL;
 #ifdef DMT_KERNELS_X86
-    static const dmt_kernels *const tables[DMT_ISA_COUNT] = {&dmt_kernels_generic, &dmt_kernels_avx2,
-                                                             &dmt_kernels_avx512, &dmt_kernels_avx512vnni,
-                                                             &dmt_kernels_avx512bf16};
+    static const dmt_kernels *const tables[DMT_ISA_COUNT] = {&dmt_kernels_generic,    &dmt_kernels_avx2,
+                                                             &dmt_kernels_avxvnni,    &dmt_kernels_avx512,
+                                                             &dmt_kernels_avx512vnni, &dmt_kernels_avx512bf16};
     return tables[isa];
 #else
     return &dmt_kernels_generic;
@@ -49,7 +53,8 @@ const dmt_kernels *dmt_kernels_for(dmt_isa isa) {
 
 const dmt_kernels *dmt_kernels_emulated(dmt_isa isa) {
 #ifdef DMT_KERNELS_X86
-    const dmt_kernels *t = isa == DMT_ISA_AVX512       ? &dmt_kernels_avx512_emulated
+    const dmt_kernels *t = isa == DMT_ISA_AVXVNNI      ? &dmt_kernels_avxvnni_emulated
+                           : isa == DMT_ISA_AVX512     ? &dmt_kernels_avx512_emulated
                            : isa == DMT_ISA_AVX512VNNI ? &dmt_kernels_avx512vnni_emulated
                            : isa == DMT_ISA_AVX512BF16 ? &dmt_kernels_avx512bf16_emulated
                                                        : NULL;
@@ -87,7 +92,7 @@ static void choose(void) {
             return;
         }
     snprintf(choice.err, sizeof choice.err,
-             "DEEPMT_ISA=%.32s: unknown level (generic, avx2, avx512, avx512vnni or avx512bf16)", want);
+             "DEEPMT_ISA=%.32s: unknown level (generic, avx2, avxvnni, avx512, avx512vnni or avx512bf16)", want);
 }
 
 const dmt_kernels *dmt_kernels_select(char *err, size_t errlen) {

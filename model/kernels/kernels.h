@@ -1,11 +1,13 @@
 /* kernels.h — deepmt's ISA-specific kernels and the one place where the ISA is chosen.
  *
- * Every x86-64 server CPU runs one of five levels, each a table of function
+ * Every x86-64 server CPU runs one of six levels, each a table of function
  * pointers (one table per level, built at compile time with per-file target
  * pragmas, so the build keeps one set of flags):
  *
  *   generic     x86-64-v2 code; F32 products through OpenBLAS's sgemm
  *   avx2        AVX2+FMA: packed F32 panels of 16 columns (6x16 register tile), int8
+ *   avxvnni     + AVX-VNNI int8 products (vpdpbusd on ymm; no AVX-512: Alder Lake
+ *               and later client cores, Xeon 6 E-cores)
  *   avx512      AVX-512F: packed F32 panels of 32 columns (12x32 tile)
  *   avx512vnni  + AVX-512 VNNI int8 products (vpdpbusd)
  *   avx512bf16  + AVX-512 BF16 products (vdpbf16ps, `--precision bf16`)
@@ -30,6 +32,7 @@
 typedef enum {
     DMT_ISA_GENERIC = 0,
     DMT_ISA_AVX2,
+    DMT_ISA_AVXVNNI,
     DMT_ISA_AVX512,
     DMT_ISA_AVX512VNNI,
     DMT_ISA_AVX512BF16,
@@ -96,16 +99,17 @@ void dmt_f16_to_f32_n(float *dst, const void *src, size_t n);
 void dmt_bf16_to_f32_n(float *dst, const void *src, size_t n);
 
 /* per-level tables (kernels_*.c); NULL where the compiler cannot build the level */
-extern const dmt_kernels dmt_kernels_generic, dmt_kernels_avx2, dmt_kernels_avx512, dmt_kernels_avx512vnni,
-    dmt_kernels_avx512bf16;
+extern const dmt_kernels dmt_kernels_generic, dmt_kernels_avx2, dmt_kernels_avxvnni, dmt_kernels_avx512,
+    dmt_kernels_avx512vnni, dmt_kernels_avx512bf16;
 
-/* Emulated levels, for tests. The test programs link kernels_avx512.c a second time,
- * built on SIMDe's portable AVX-512 (libsimde-dev, itself on AVX2): the same kernel
- * source, so a machine without AVX-512 still executes the avx512, avx512vnni and
- * avx512bf16 code (tests/c/test_gemm.c; tests/run.sh runs the op, golden, beam and
+/* Emulated levels, for tests. The test programs link kernels_avx512.c and
+ * kernels_avxvnni.c a second time, built on SIMDe's portable AVX-512 (libsimde-dev, itself on AVX2): the same kernel
+ * source, so a machine without them still executes the avxvnni, avx512, avx512vnni
+ * and avx512bf16 code (tests/c/test_gemm.c; tests/run.sh runs the op, golden, beam and
  * checkpoint tests with DEEPMT_ISA naming them). The deepmt binary does not link
  * them (weak symbols: their addresses are NULL there). */
-extern const dmt_kernels dmt_kernels_avx512_emulated __attribute__((weak)),
+extern const dmt_kernels dmt_kernels_avxvnni_emulated __attribute__((weak)),
+    dmt_kernels_avx512_emulated __attribute__((weak)),
     dmt_kernels_avx512vnni_emulated __attribute__((weak)), dmt_kernels_avx512bf16_emulated __attribute__((weak));
 /* The emulated table of a level this CPU lacks; NULL where it runs the level itself,
  * where the emulation is not linked, or where the CPU lacks AVX2 (SIMDe's base here).

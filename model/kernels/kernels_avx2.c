@@ -95,7 +95,7 @@ static void panel_f32(const product *pr, int p) {
     }
 }
 
-static void gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
+void dmt_gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
     int panels = dmt_panels_of(lin->out, P);
     if (threads > panels) threads = panels;
     product pr = {.y = y, .x = x, .ldy = ldy, .ldx = ldx, .n = n, .lin = lin};
@@ -197,7 +197,7 @@ const dmt_kernels dmt_kernels_avx2 = {
     .panel_f32 = P,
     .panel_i8 = P,
     .i8_offset = 0,
-    .gemm_f32 = gemm_f32_avx2,
+    .gemm_f32 = dmt_gemm_f32_avx2,
     .gemm_bf16 = NULL,
     .gemm_i8 = dmt_gemm_i8_avx2,
     .softmax = softmax_avx2,
