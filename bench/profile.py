@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Where deepmt's time goes: perf samples of bench_beam, grouped by engine phase.
 
-    bench/profile.py MODEL_DIR SRC.ids [--batch-size 32] [--forced ID] [--build build]
+    bench/profile.py MODEL_DIR SRC.ids [--batch-size 32] [--forced ID] [--precision f32|bf16|int8]
+                     [--build build]
 
 Runs `perf record --call-graph dwarf` on build/bench/bench_beam (one thread) and
 files every sample under the innermost phase its call chain passes through:
@@ -81,12 +82,14 @@ def main():
     ap.add_argument("--batch-size", default="32")
     ap.add_argument("--forced", default="-1")
     ap.add_argument("--freq", default="499")
+    ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"])
     a = ap.parse_args()
     binary = os.path.join(a.build, "bench", "bench_beam")
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         cmd = ["perf", "record", "-q", "-F", a.freq, "--call-graph", "dwarf,65528", "-o", data, binary, a.model,
-               "-i", a.src, "-o", os.devnull, "--batch-size", a.batch_size, "--forced", a.forced, "--threads", "1"]
+               "-i", a.src, "-o", os.devnull, "--batch-size", a.batch_size, "--forced", a.forced, "--threads", "1",
+               "--precision", a.precision]
         print("$", " ".join(cmd), file=sys.stderr)
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode:

@@ -23,7 +23,7 @@
 #define SIMDE_ENABLE_NATIVE_ALIASES
 #include <simde/x86/avx512/dpbusd.h>
 #include <immintrin.h>
-#define dpbusd(acc, a, w) simde_mm256_dpbusd_epi32(acc, a, w)
+#define DPBUSD(acc, a, w) ((acc) = simde_mm256_dpbusd_epi32((acc), (a), (w)))
 #define TABLE(name) name##_emulated
 #define EMULATED 1
 #define DMT_KERNELS_AVXVNNI_BUILD 1
@@ -31,7 +31,11 @@
 #include <immintrin.h>
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,avxvnni")
-#define dpbusd(acc, a, w) _mm256_dpbusd_avx_epi32(acc, a, w)
+/* acc += a (unsigned bytes) . w (signed bytes), written out: GCC 12 compiles the
+ * intrinsic over the accumulator array with a stack store of the sum after every
+ * instruction of the inner loop (as in kernels_avx512.c). "x": VEX encodes only
+ * ymm0-15. */
+#define DPBUSD(acc, a, w) __asm__("%{vex%} vpdpbusd %2, %1, %0" : "+x"(acc) : "x"(a), "x"(w))
 #define TABLE(name) name
 #define EMULATED 0
 #define DMT_KERNELS_AVXVNNI_BUILD 1
@@ -73,8 +77,8 @@ __attribute__((always_inline)) static inline void block_i8(float *y, int ldy, co
         for (int i = 0; i < MR; i++)
             if (i < rows) {
                 __m256i a = _mm256_set1_epi32((int)xq[(size_t)i * quads + q]);
-                acc[i][0] = dpbusd(acc[i][0], a, w0);
-                acc[i][1] = dpbusd(acc[i][1], a, w1);
+                DPBUSD(acc[i][0], a, w0);
+                DPBUSD(acc[i][1], a, w1);
             }
     }
 #pragma GCC unroll 6
