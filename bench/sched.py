@@ -198,22 +198,24 @@ def gone(a, mode, short):
         live = threading.Thread(target=clients, args=(srv.port, 8, 0, lambda c, k: short[(c * 97 + k) % len(short)]),
                                 kwargs={"stop": stop, "statuses": statuses})
         live.start()
-        for _ in range(300):
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
-            s.sendall(req)
-            s.close()
-        t_gone = time.perf_counter()
-        peak = metric(srv.port, "deepmt_queue_sentences")
-        empty = None
-        while time.perf_counter() - t_gone < 300:
-            q = metric(srv.port, "deepmt_queue_sentences")
-            peak = max(peak or 0, q or 0)
-            if q == 0:
-                empty = time.perf_counter() - t_gone
-                break
-            time.sleep(0.1)
-        stop.set()
-        live.join()
+        try:  # the live clients stop even when this fails (they would spin on)
+            for _ in range(300):
+                s = socket.create_connection(("127.0.0.1", srv.port), timeout=30)
+                s.sendall(req)
+                s.close()
+            t_gone = time.perf_counter()
+            peak = metric(srv.port, "deepmt_queue_sentences")
+            empty = None
+            while time.perf_counter() - t_gone < 300:
+                q = metric(srv.port, "deepmt_queue_sentences")
+                peak = max(peak or 0, q or 0)
+                if q == 0:
+                    empty = time.perf_counter() - t_gone
+                    break
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            live.join()
         return {"queue_empty_s": empty, "queue_peak": peak, "live_429": statuses.get(429, 0),
                 "live_requests": sum(statuses.values())}
     finally:
