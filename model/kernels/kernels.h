@@ -103,9 +103,9 @@ extern const dmt_kernels dmt_kernels_generic, dmt_kernels_avx2, dmt_kernels_avxv
     dmt_kernels_avx512vnni, dmt_kernels_avx512bf16;
 
 /* Emulated levels, for tests. The test programs link kernels_avx512.c and
- * kernels_avxvnni.c a second time, built on SIMDe's portable AVX-512 (libsimde-dev, itself on AVX2): the same kernel
- * source, so a machine without them still executes the avxvnni, avx512, avx512vnni
- * and avx512bf16 code (tests/c/test_gemm.c; tests/run.sh runs the op, golden, beam and
+ * kernels_avxvnni.c a second time, built on SIMDe's portable AVX-512 (libsimde-dev,
+ * itself on AVX2): the same kernel source, so a machine without them still executes
+ * the avxvnni, avx512, avx512vnni and avx512bf16 code (tests/c/test_gemm.c; tests/run.sh runs the op, golden, beam and
  * checkpoint tests with DEEPMT_ISA naming them). The deepmt binary does not link
  * them (weak symbols: their addresses are NULL there). */
 extern const dmt_kernels dmt_kernels_avxvnni_emulated __attribute__((weak)),

@@ -24,29 +24,10 @@
 #define K(name) name##_avx2
 #include "model/kernels/portable.inc"
 
-#define P 16     /* output columns a panel */
+#include "model/kernels/panels16.inc"
+
 #define MR 6     /* F32 rows a block */
 #define MR_I8 4  /* int8 rows a block */
-
-/* Bias of panel columns [j, j + cols) as two vectors (zero beyond). */
-static inline void bias16(const dmt_linear *lin, int j, int cols, __m256 *b0, __m256 *b1) {
-    float t[P] = {0};
-    if (lin->bias) memcpy(t, lin->bias + j, (size_t)cols * sizeof(float));
-    *b0 = _mm256_loadu_ps(t);
-    *b1 = _mm256_loadu_ps(t + 8);
-}
-
-static inline void store16(float *y, int cols, __m256 v0, __m256 v1) {
-    if (cols == P) {
-        _mm256_storeu_ps(y, v0);
-        _mm256_storeu_ps(y + 8, v1);
-        return;
-    }
-    float t[P];
-    _mm256_storeu_ps(t, v0);
-    _mm256_storeu_ps(t + 8, v1);
-    memcpy(y, t, (size_t)cols * sizeof(float));
-}
 
 /* rows (<= MR, a constant after inlining) x rows against one F32 panel. */
 __attribute__((always_inline)) static inline void block_f32(float *y, int ldy, const float *x, int ldx, const int rows,
@@ -141,14 +122,6 @@ __attribute__((always_inline)) static inline void block_i8(float *y, int ldy, co
         }
 }
 
-typedef struct {
-    float *y;
-    const uint32_t *xq;
-    const float *xs;
-    int ldy, n;
-    const dmt_linear *lin;
-} product_i8;
-
 static void panel_i8(const product_i8 *pr, int p) {
     const dmt_linear *lin = pr->lin;
     int j = p * P, cols = lin->out - j < P ? lin->out - j : P, quads = dmt_quads_of(lin->in);
@@ -169,24 +142,7 @@ static void panel_i8(const product_i8 *pr, int p) {
 }
 
 void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
-    int panels = dmt_panels_of(lin->out, P), quads = dmt_quads_of(lin->in);
-    if (threads > panels) threads = panels;
-    uint32_t xq[DMT_XBUF_BYTES / 4];
-    float xs[DMT_XBUF_ROWS];
-    int chunk = DMT_XBUF_BYTES / (quads * 4);
-    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
-    if (chunk > MR_I8) chunk -= chunk % MR_I8;
-    for (int i0 = 0; i0 < n; i0 += chunk) {
-        int rows = n - i0 < chunk ? n - i0 : chunk;
-        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 0);
-        product_i8 pr = {.y = y + (size_t)i0 * ldy, .xq = xq, .xs = xs, .ldy = ldy, .n = rows, .lin = lin};
-        if (threads > 1) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-            for (int p = 0; p < panels; p++) panel_i8(&pr, p);
-        } else {
-            for (int p = 0; p < panels; p++) panel_i8(&pr, p);
-        }
-    }
+    gemm_i8_chunks(y, ldy, x, ldx, n, lin, threads, MR_I8, 0, panel_i8);
 }
 
 #pragma GCC pop_options

@@ -45,20 +45,9 @@
 #define K(name) name##_avxvnni
 #include "model/kernels/portable.inc"
 
-#define P 16 /* output columns a panel */
-#define MR 6 /* rows a block */
+#include "model/kernels/panels16.inc"
 
-static inline void store16(float *y, int cols, __m256 v0, __m256 v1) {
-    if (cols == P) {
-        _mm256_storeu_ps(y, v0);
-        _mm256_storeu_ps(y + 8, v1);
-        return;
-    }
-    float t[P];
-    _mm256_storeu_ps(t, v0);
-    _mm256_storeu_ps(t + 8, v1);
-    memcpy(y, t, (size_t)cols * sizeof(float));
-}
+#define MR 6 /* rows a block */
 
 /* rows (<= MR, a constant after inlining) quantised x rows (quads of bytes + 128)
  * against one int8 panel. */
@@ -91,20 +80,11 @@ __attribute__((always_inline)) static inline void block_i8(float *y, int ldy, co
         }
 }
 
-typedef struct {
-    float *y;
-    const uint32_t *xq;
-    const float *xs;
-    int ldy, n;
-    const dmt_linear *lin;
-} product_i8;
-
 static void panel_i8(const product_i8 *pr, int p) {
     const dmt_linear *lin = pr->lin;
     int j = p * P, cols = lin->out - j < P ? lin->out - j : P, quads = dmt_quads_of(lin->in);
-    float bias[P] = {0};
-    if (lin->bias) memcpy(bias, lin->bias + j, (size_t)cols * sizeof(float));
-    __m256 b0 = _mm256_loadu_ps(bias), b1 = _mm256_loadu_ps(bias + 8);
+    __m256 b0, b1;
+    bias16(lin, j, cols, &b0, &b1);
     const int32_t *comp = dmt_i8_comp(lin, P) + j;
     const float *ws = dmt_i8_scales(lin, P) + j;
     __m256i c0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256((const __m256i *)comp));
@@ -123,24 +103,7 @@ static void panel_i8(const product_i8 *pr, int p) {
 }
 
 static void gemm_i8_avxvnni(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
-    int panels = dmt_panels_of(lin->out, P), quads = dmt_quads_of(lin->in);
-    if (threads > panels) threads = panels;
-    uint32_t xq[DMT_XBUF_BYTES / 4];
-    float xs[DMT_XBUF_ROWS];
-    int chunk = DMT_XBUF_BYTES / (quads * 4);
-    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
-    if (chunk > MR) chunk -= chunk % MR;
-    for (int i0 = 0; i0 < n; i0 += chunk) {
-        int rows = n - i0 < chunk ? n - i0 : chunk;
-        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1);
-        product_i8 pr = {.y = y + (size_t)i0 * ldy, .xq = xq, .xs = xs, .ldy = ldy, .n = rows, .lin = lin};
-        if (threads > 1) {
-#pragma omp parallel for schedule(static) num_threads(threads)
-            for (int p = 0; p < panels; p++) panel_i8(&pr, p);
-        } else {
-            for (int p = 0; p < panels; p++) panel_i8(&pr, p);
-        }
-    }
+    gemm_i8_chunks(y, ldy, x, ldx, n, lin, threads, MR, 1, panel_i8);
 }
 
 #ifndef DMT_KERNELS_EMULATED
