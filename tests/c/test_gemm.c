@@ -11,7 +11,8 @@
  *     accumulation) and stay within bfloat16 rounding of the true product.
  *   INT8 must equal the exact integer product of the quantised operands (weights per
  *     output row, activations per input row, dmt_quantize_row), scaled back, and stay
- *     within int8 rounding of the true product. Every level gives the same integers.
+ *     within int8 rounding of the true product. Every level gives the same integers,
+ *     also on operands of +-1 only (the largest bytes, products and sums).
  * Levels the CPU lacks run emulated (kernels.h) where the test build has SIMDe, and
  * are skipped with a message otherwise.
  */
@@ -59,12 +60,22 @@ static const char *layout_name(dmt_weight_layout l) {
     return l == DMT_LAYOUT_PACKED_BF16 ? "bf16" : l == DMT_LAYOUT_PACKED_I8 ? "int8" : "f32";
 }
 
+/* Operands of +-1 only instead of uniform ones: every value quantises to +-127 (the
+ * activation bytes the VNNI kernels see are 255 and 1), every product is +-127^2, and
+ * x's row 0 against w's row 0 (all +1) sums in of them: where a kernel could saturate
+ * (vpmaddubsw's 16-bit pair sums) or overflow, this is the input that shows it. */
+static int extreme_operands;
+
+static float operand(size_t row, size_t col) {
+    return extreme_operands ? (row == 0 || (row * 7 + col * 3) % 5 < 3 ? 1.0f : -1.0f) : uniform(-1, 1);
+}
+
 static void check_product(const dmt_kernels *k, dmt_weight_layout layout, int n, int in, int out, int with_bias,
                           int ldx, int ldy) {
     float *x = malloc((size_t)n * ldx * sizeof *x), *w = malloc((size_t)out * in * sizeof *w);
     float *b = with_bias ? malloc((size_t)out * sizeof *b) : NULL;
-    for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = uniform(-1, 1);
-    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = uniform(-1, 1);
+    for (size_t i = 0; i < (size_t)n * ldx; i++) x[i] = operand(i / ldx, i % ldx);
+    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = operand(i / in, i % in);
     for (int i = 0; b && i < out; i++) b[i] = uniform(-1, 1);
     if (out > 2) memset(w + (size_t)(out / 2) * in, 0, (size_t)in * sizeof *w); /* an all-zero row: scale 0 */
     void *mem;
@@ -159,6 +170,12 @@ static void check_level(const dmt_kernels *k, dmt_weight_layout layout) {
     check_product(k, layout, 7, 1026, 33, 1, 1026, 33);  /* in = 2 mod 4 */
     check_product(k, layout, 300, 129, 40, 0, 129, 40);  /* more rows than one conversion chunk */
     check_product(k, layout, 1100, 5, 20, 1, 5, 20);    /* more rows than a chunk holds scales for */
+    if (layout == DMT_LAYOUT_PACKED_I8) {                /* the largest bytes and sums */
+        extreme_operands = 1;
+        check_product(k, layout, 13, 4096, 40, 1, 4096, 40);
+        check_product(k, layout, 5, 37, 45, 0, 37, 45);
+        extreme_operands = 0;
+    }
 }
 
 int main(void) {
