@@ -9,7 +9,8 @@
 Sections: engine (deepmt vs PyTorch on Multi30k test_2016_flickr en->de), server
 (throughput and latency under load), sched (continuous vs whole batching: a heavy
 request beside light ones, 64 and 8 mixed clients, 300 disconnected clients, batch
-invariance; bench/sched.py), depth (12 / 100 / 1,000 layers), profile (perf, when
+invariance; bench/sched.py), hardening (/health under a flood of costly documents;
+bench/hardening.py), depth (12 / 100 / 1,000 layers), profile (perf, when
 installed), size (the 3.2B shape; opt-in, run first). Writes
 OUT/report.md and OUT/report.json. Every figure that compares is a ratio of runs
 interleaved in the same invocation, because absolute times on a shared machine are
@@ -28,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import depth  # noqa: E402
 import engine  # noqa: E402
+import hardening  # noqa: E402
 import sched  # noqa: E402
 import server  # noqa: E402
 
@@ -106,7 +108,7 @@ def main():
     ap.add_argument("--no-pytorch", action="store_true",
                     help="engine section: deepmt's variants only (kernel levels, precisions), no PyTorch "
                          "(and no deepmt-1worker, which mirrors how PyTorch uses threads)")
-    ap.add_argument("--sections", default="engine,server,sched,depth,profile")
+    ap.add_argument("--sections", default="engine,server,sched,hardening,depth,profile")
     ap.add_argument("--size", action="store_true", help="also the 3.2B-parameter model (minutes, ~13 GB)")
     ap.add_argument("--concurrency", default="1,8,64")
     ap.add_argument("--requests", type=int, default=128)
@@ -126,7 +128,7 @@ def main():
            "rounds": a.rounds, "b1_lines": a.b1_lines, "lines": a.lines, "no_pytorch": a.no_pytorch, "concurrency": a.concurrency, "requests": a.requests,
            "server_threads": a.server_threads, "depth_sentences": a.depth_sentences}
     model_desc = None
-    if {"engine", "server", "sched", "profile"} & set(sections):
+    if {"engine", "server", "sched", "hardening", "profile"} & set(sections):
         cfg["model"], model_desc = pick_model(a, out)
     md, js = [], {"started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t0)), "machine": info,
                   "config": cfg, "model": model_desc}
@@ -156,6 +158,12 @@ def main():
         md += ["## 2b. Scheduling: continuous vs whole batching (`deepmt serve --batching`)",
                f"Model: {model_desc}. bench/sched.py; 2 workers x 1 thread. " + sched.__doc__.split("Workloads")[1]
                .split("Prints")[0].strip().replace("\n", " "), sched.markdown(med, sa)]
+    if "hardening" in sections:
+        ha = argparse.Namespace(build=a.build, model=cfg["model"], seconds=20, clients=16)
+        js["hardening"] = hardening.bench(ha)
+        md += ["## 2c. Probes under hostile load (bench/hardening.py)",
+               f"Model: {model_desc}. " + hardening.__doc__.split("Workloads")[1].split("Prints")[0].strip()
+               .replace("\n", " "), hardening.markdown(js["hardening"], ha)]
     if "depth" in sections:
         text, js["depth"] = depth.bench_depth(cfg)
         md += ["## 3. Depth: random-init DeepNorm models, ids only", text]

@@ -4,7 +4,9 @@
  * Archive limits, checked before anything is inflated and again while reading
  * (declared sizes are not trusted): at most DOC_MAX_ENTRIES entries, declared
  * sizes summing to at most DOC_MAX_UNPACKED, the XML part at most DOC_MAX_XML
- * bytes and, past 1 MiB, at most DOC_MAX_RATIO times its compressed size. A zip
+ * bytes and, past 1 MiB, at most DOC_MAX_RATIO times its compressed size; all the
+ * parts read together at most DOC_MAX_RATIO times the upload (never less than
+ * DOC_MIN_XML_BUDGET) and DOC_MAX_XML. A zip
  * bomb or a broken archive is refused with a message, never inflated.
  */
 #include "server/documents.h"
@@ -24,6 +26,7 @@
 #define DOC_MAX_UNPACKED (256u << 20)
 #define DOC_MAX_XML (8u << 20) /* a DOM is several times its XML: this bounds a request */
 #define DOC_MAX_RATIO 100
+#define DOC_MIN_XML_BUDGET (1u << 20) /* a whole document's XML may always reach 1 MiB */
 #define DOC_MAX_TEXTS 100000
 #define DOC_MAX_PARTS 32           /* XML parts translated in one archive */
 
@@ -369,6 +372,7 @@ static int open_zip(dmt_doc *d, char *err, size_t errlen) {
     zip_error_fini(&ze);
     int rc = -1;
     char *xml = NULL;
+    walk_state w = {.d = d, .docx = docx}; /* w.buf is freed at out: on every path */
     zip_int64_t n = zip_get_num_entries(za, 0);
     if (n < 0 || n > DOC_MAX_ENTRIES) {
         snprintf(err, errlen, "refused: the archive has %lld entries, limit %d", (long long)n, DOC_MAX_ENTRIES);
@@ -411,15 +415,20 @@ static int open_zip(dmt_doc *d, char *err, size_t errlen) {
                          : !strcmp(name, "styles.xml");
         if (extra) snprintf(d->part[d->n_parts++], sizeof d->part[0], "%s", name);
     }
-    size_t xml_total = 0;
-    walk_state w = {.d = d, .docx = docx};
+    /* The whole document's XML is bounded, not only each part: by DOC_MAX_XML and by
+     * DOC_MAX_RATIO times the upload (at least DOC_MIN_XML_BUDGET), so that a small
+     * file of many highly compressed parts cannot expand into megabytes of elements. */
+    size_t xml_total = 0, budget = d->len > DOC_MAX_XML / DOC_MAX_RATIO ? DOC_MAX_XML : d->len * DOC_MAX_RATIO;
+    if (budget < DOC_MIN_XML_BUDGET) budget = DOC_MIN_XML_BUDGET;
     for (int k = 0; k < d->n_parts; k++) {
         size_t xl;
         xml = read_entry(za, d->part[k], &xl, err, errlen);
         if (!xml) goto out;
-        if ((xml_total += xl) > DOC_MAX_XML) {
-            snprintf(err, errlen, "the document's XML unpacks to more than %u bytes, limit %u", DOC_MAX_XML,
-                     DOC_MAX_XML);
+        if ((xml_total += xl) > budget) {
+            snprintf(err, errlen,
+                     "refused: the document's XML unpacks to more than %zu bytes, limit %zu for a %zu-byte file "
+                     "(%d times its size, at least %u)",
+                     xml_total, budget, d->len, DOC_MAX_RATIO, DOC_MIN_XML_BUDGET);
             goto out;
         }
         /* no network, no DTD loading, entities left unexpanded */
@@ -433,13 +442,11 @@ static int open_zip(dmt_doc *d, char *err, size_t errlen) {
                      e && e->message ? ": " : "", e && e->message ? e->message : "");
             size_t l = strlen(err);
             while (l && err[l - 1] == '\n') err[--l] = 0;
-            free(w.buf);
             goto out;
         }
         walk(&w, (xmlNodePtr)d->xml[k]);
         if (w.failed) break;
     }
-    free(w.buf);
     if (w.failed) {
         snprintf(err, errlen, d->n >= DOC_MAX_TEXTS ? "too many paragraphs (limit %d)" : "out of memory",
                  DOC_MAX_TEXTS);
@@ -447,6 +454,7 @@ static int open_zip(dmt_doc *d, char *err, size_t errlen) {
     }
     rc = 0;
 out:
+    free(w.buf);
     free(xml);
     zip_close(za); /* read-only: nothing is written; frees src */
     return rc;

@@ -21,6 +21,7 @@
 #define FILES_MAX_STORED 1000     /* results kept at once; the oldest goes first */
 #define FILES_MAX_BYTES (512u << 20)
 #define FIELD_MAX 256             /* source, target, api_key */
+#define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
 
 typedef struct {
     char id[33];
@@ -35,6 +36,13 @@ struct dmt_files {
     stored *items;             /* oldest first */
     int n;
     size_t bytes;
+    /* the parser thread: documents are parsed here, never on an HTTP thread */
+    pthread_t parser;
+    int parser_started;
+    pthread_mutex_t qmu;
+    pthread_cond_t qcond;      /* a job queued, or stop */
+    dmt_file_job *head, *tail; /* waiting to be parsed, oldest first */
+    int queued, stop;
 };
 
 struct dmt_file_job {
@@ -42,7 +50,38 @@ struct dmt_file_job {
     char *data;                /* the upload; the document borrows it */
     size_t len;
     char name[128];            /* the upload's file name, made safe */
+    char source[FIELD_MAX], target[FIELD_MAX], api_key[FIELD_MAX];
+    int has_api_key;
+    /* parsing (the parser thread) */
+    dmt_file_job *next;
+    void (*parsed)(void *arg);
+    void *parsed_arg;
+    int status;                /* 0, or the HTTP status of a refusal (message in err) */
+    char err[512];
 };
+
+static void parse_job(dmt_file_job *job);
+
+/* The parser thread: parses queued documents one at a time (their memory is then
+ * bounded by one document's), then calls back so that the HTTP side resumes. */
+static void *parser_main(void *arg) {
+    dmt_files *fs = arg;
+    pthread_mutex_lock(&fs->qmu);
+    for (;;) {
+        while (!fs->head && !fs->stop) pthread_cond_wait(&fs->qcond, &fs->qmu);
+        if (!fs->head) break; /* stop, and nothing left */
+        dmt_file_job *job = fs->head;
+        fs->head = job->next;
+        if (!fs->head) fs->tail = NULL;
+        fs->queued--;
+        pthread_mutex_unlock(&fs->qmu);
+        parse_job(job);
+        job->parsed(job->parsed_arg); /* job may be freed from here on */
+        pthread_mutex_lock(&fs->qmu);
+    }
+    pthread_mutex_unlock(&fs->qmu);
+    return NULL;
+}
 
 dmt_files *dmt_files_new(char *err, size_t errlen) {
     xmlInitParser(); /* once, before HTTP threads use libxml2 */
@@ -62,7 +101,50 @@ dmt_files *dmt_files_new(char *err, size_t errlen) {
         return NULL;
     }
     pthread_mutex_init(&fs->mu, NULL);
+    pthread_mutex_init(&fs->qmu, NULL);
+    pthread_cond_init(&fs->qcond, NULL);
+    if (pthread_create(&fs->parser, NULL, parser_main, fs)) {
+        snprintf(err, errlen, "cannot start the document parser thread");
+        dmt_files_free(fs);
+        return NULL;
+    }
+    fs->parser_started = 1;
     return fs;
+}
+
+void dmt_files_stop_parsing(dmt_files *fs) {
+    if (!fs || !fs->parser_started) return;
+    pthread_mutex_lock(&fs->qmu);
+    fs->stop = 1;
+    pthread_cond_broadcast(&fs->qcond);
+    pthread_mutex_unlock(&fs->qmu);
+    pthread_join(fs->parser, NULL); /* it finishes what is queued first */
+    fs->parser_started = 0;
+}
+
+int dmt_files_parse_async(dmt_files *fs, dmt_file_job *job, void (*parsed)(void *arg), void *arg, char *err,
+                          size_t errlen) {
+    job->parsed = parsed;
+    job->parsed_arg = arg;
+    job->next = NULL;
+    pthread_mutex_lock(&fs->qmu);
+    int rc = 0;
+    if (fs->stop || !fs->parser_started) {
+        snprintf(err, errlen, "the server is shutting down");
+        rc = 503;
+    } else if (fs->queued >= FILES_MAX_PARSE_QUEUE) {
+        snprintf(err, errlen, "too many requests: %d documents are waiting to be read; try again shortly",
+                 fs->queued);
+        rc = 429;
+    } else {
+        if (fs->tail) fs->tail->next = job;
+        else fs->head = job;
+        fs->tail = job;
+        fs->queued++;
+        pthread_cond_signal(&fs->qcond);
+    }
+    pthread_mutex_unlock(&fs->qmu);
+    return rc;
 }
 
 static void path_of(const dmt_files *fs, const char *id, char *path, size_t cap) {
@@ -85,6 +167,9 @@ static void expire(dmt_files *fs, time_t now) {
 
 void dmt_files_free(dmt_files *fs) {
     if (!fs) return;
+    dmt_files_stop_parsing(fs);
+    pthread_mutex_destroy(&fs->qmu);
+    pthread_cond_destroy(&fs->qcond);
     pthread_mutex_lock(&fs->mu);
     while (fs->n) drop(fs, 0);
     pthread_mutex_unlock(&fs->mu);
@@ -111,7 +196,6 @@ typedef struct {
     dmt_file_job *job;
     size_t cap;
     int has_file;
-    char source[FIELD_MAX], target[FIELD_MAX], api_key[FIELD_MAX];
     int too_long;
     int oom;
 } upload;
@@ -155,19 +239,20 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
         if (size) memcpy(u->job->data + u->job->len, data, size);
         u->job->len += size;
     } else if (!strcmp(key, "source")) {
-        field_append(u->source, data, off, size, &u->too_long);
+        field_append(u->job->source, data, off, size, &u->too_long);
     } else if (!strcmp(key, "target")) {
-        field_append(u->target, data, off, size, &u->too_long);
+        field_append(u->job->target, data, off, size, &u->too_long);
     } else if (!strcmp(key, "api_key")) {
-        field_append(u->api_key, data, off, size, &u->too_long);
+        u->job->has_api_key = 1;
+        field_append(u->job->api_key, data, off, size, &u->too_long);
     }
     return MHD_YES;
 }
 
-int dmt_files_begin(dmt_files *fs, struct MHD_Connection *conn, const char *body, size_t len, dmt_file_job **jobp,
-                    json_t **request, char *err, size_t errlen) {
+int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *body, size_t len, dmt_file_job **jobp,
+                      char *err, size_t errlen) {
+    (void)fs;
     *jobp = NULL;
-    *request = NULL;
     const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!type || strncasecmp(type, "multipart/form-data", 19)) {
         snprintf(err, errlen, "translate_file expects a multipart/form-data body with a file field");
@@ -196,8 +281,7 @@ int dmt_files_begin(dmt_files *fs, struct MHD_Connection *conn, const char *body
         snprintf(err, errlen, "Invalid request: missing file parameter");
         goto fail;
     }
-    int kind = dmt_doc_kind_of(job->name);
-    if (kind < 0) {
+    if (dmt_doc_kind_of(job->name) < 0) {
         snprintf(err, errlen, "file type not supported: '%.64s'; supported: .txt, .html, .htm, .srt, .docx, .odt",
                  job->name);
         goto fail;
@@ -206,10 +290,30 @@ int dmt_files_begin(dmt_files *fs, struct MHD_Connection *conn, const char *body
         snprintf(err, errlen, "the file is empty");
         goto fail;
     }
-    job->doc = dmt_doc_open((dmt_doc_kind)kind, job->data, job->len, err, errlen);
+    *jobp = job;
+    return 0;
+fail:
+    dmt_file_job_free(job);
+    return status;
+}
+
+const char *dmt_file_job_api_key(const dmt_file_job *job) { return job->has_api_key ? job->api_key : NULL; }
+
+/* On the parser thread: the document, its texts checked. */
+static void parse_job(dmt_file_job *job) {
+    job->doc = dmt_doc_open((dmt_doc_kind)dmt_doc_kind_of(job->name), job->data, job->len, job->err,
+                            sizeof job->err);
     if (!job->doc) {
-        status = strstr(err, "out of memory") ? 500 : strncmp(err, "refused", 7) && !strstr(err, "limit") ? 400 : 413;
-        goto fail;
+        const char *e = job->err;
+        job->status = strstr(e, "out of memory") ? 500 : strncmp(e, "refused", 7) && !strstr(e, "limit") ? 400 : 413;
+    }
+}
+
+int dmt_file_job_request(dmt_file_job *job, json_t **request, char *err, size_t errlen) {
+    *request = NULL;
+    if (job->status) {
+        snprintf(err, errlen, "%s", job->err);
+        return job->status;
     }
     json_t *q = json_array(), *req = json_object();
     for (int i = 0; i < dmt_doc_count(job->doc); i++) {
@@ -218,21 +322,17 @@ int dmt_files_begin(dmt_files *fs, struct MHD_Connection *conn, const char *body
         json_array_append_new(q, json_stringn(t, l));
     }
     json_object_set_new(req, "q", q);
-    if (u.source[0]) json_object_set_new(req, "source", json_string(u.source));
-    if (u.target[0]) json_object_set_new(req, "target", json_string(u.target));
-    if (u.api_key[0]) json_object_set_new(req, "api_key", json_string(u.api_key));
+    if (job->source[0]) json_object_set_new(req, "source", json_string(job->source));
+    if (job->target[0]) json_object_set_new(req, "target", json_string(job->target));
+    if (job->has_api_key) json_object_set_new(req, "api_key", json_string(job->api_key));
     if (dmt_doc_is_html(job->doc)) json_object_set_new(req, "format", json_string("html"));
     if (json_array_size(q) != (size_t)dmt_doc_count(job->doc)) { /* a text jansson refused: not UTF-8 */
         json_decref(req);
         snprintf(err, errlen, "the file's text is not valid UTF-8");
-        goto fail;
+        return 400;
     }
-    *jobp = job;
     *request = req;
     return 0;
-fail:
-    dmt_file_job_free(job);
-    return status;
 }
 
 void dmt_file_job_free(dmt_file_job *job) {

@@ -2,7 +2,10 @@
  *
  * An upload (multipart/form-data: file, source, target, api_key) is read into a
  * document (documents.h) whose texts become an ordinary translate request, so
- * it shares the queue, the batches and the limits of /translate. The finished
+ * it shares the queue, the batches and the limits of /translate. The key is
+ * checked before the document is parsed, and parsing runs on a thread of its own
+ * (one document at a time, at most FILES_MAX_PARSE_QUEUE waiting), so a costly
+ * document never holds an HTTP thread. The finished
  * file is kept in a private temporary folder for FILES_KEEP_SECONDS and
  * answered as {"translatedFileUrl": ".../download_file/ID/NAME"}.
  */
@@ -22,11 +25,26 @@ dmt_files *dmt_files_new(char *err, size_t errlen);
 /* Removes every stored file and the folder. */
 void dmt_files_free(dmt_files *fs);
 
-/* Reads a multipart upload (body of len bytes, conn for its headers). 0 with
- * *job and *request (a JSON translate request for the document's texts, to give
- * to dmt_api_translate_parse), or an HTTP status with a message. */
-int dmt_files_begin(dmt_files *fs, struct MHD_Connection *conn, const char *body, size_t len, dmt_file_job **job,
-                    json_t **request, char *err, size_t errlen);
+/* Reads a multipart upload (body of len bytes, conn for its headers): its fields
+ * and the file's bytes, checked for size, name and type but not parsed (cheap, on
+ * an HTTP thread). 0 with *job, or an HTTP status with a message. */
+int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *body, size_t len, dmt_file_job **job,
+                      char *err, size_t errlen);
+/* The upload's api_key field, NULL when it had none: checked before any parsing. */
+const char *dmt_file_job_api_key(const dmt_file_job *job);
+/* Queues the document's parsing on the files' parser thread (one document at a
+ * time, never on an HTTP thread); parsed(arg) is called from that thread when it
+ * is done, after which dmt_file_job_request gives the outcome. 0, or 429 (queue
+ * full) / 503 (stopping) with a message, and parsed is never called. */
+int dmt_files_parse_async(dmt_files *fs, dmt_file_job *job, void (*parsed)(void *arg), void *arg, char *err,
+                          size_t errlen);
+/* After parsing: 0 with *request (a JSON translate request for the document's
+ * texts, to give to dmt_api_translate_parse), or the HTTP status of a refusal
+ * (malformed, over a limit) with a message. */
+int dmt_file_job_request(dmt_file_job *job, json_t **request, char *err, size_t errlen);
+/* Parses what is still queued, then stops the parser thread (before the HTTP
+ * daemon stops: every parsed callback has run when this returns). */
+void dmt_files_stop_parsing(dmt_files *fs);
 /* result: the translate answer for that request (stolen) and its status. Stores
  * the translated file; returns the answer to send and sets *status. */
 json_t *dmt_files_finish(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, json_t *result,

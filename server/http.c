@@ -58,7 +58,7 @@ static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r =
 /* Routes that queue sentences for the model. */
 static int translates(route r) { return r == R_TRANSLATE || r == R_TRANSLATE_FILE; }
 
-typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
+typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_PARSING, ST_PARSED, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
 
 typedef struct {
     dmt_server *srv;
@@ -283,6 +283,48 @@ static json_t *parse_body(conn_ctx *c, char *err, size_t errlen) {
     return j;
 }
 
+/* Runs on the files' parser thread: the document is parsed; the HTTP side goes on
+ * (ST_PARSED) once resumed. As in work_done, c is not touched after the resume. */
+static void file_parsed(void *arg) {
+    conn_ctx *c = arg;
+    struct MHD_Connection *conn = c->conn;
+    pthread_mutex_lock(&c->mu);
+    c->state = ST_PARSED;
+    int resume = c->suspended;
+    c->suspended = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (resume) MHD_resume_connection(conn);
+}
+
+/* POST /translate_file, the body in: the upload's fields are read and its key is
+ * checked here; the document itself is parsed on the files' parser thread while
+ * the connection is suspended (files.h), then translate_request goes on. */
+static enum MHD_Result translate_file_received(conn_ctx *c) {
+    dmt_server *srv = c->srv;
+    char err[1024] = "";
+    if (!srv->files)
+        return respond_error(c, 503, "file translation is off: the server has no writable temporary folder");
+    int status = dmt_files_receive(srv->files, c->conn, c->body, c->body_len, &c->file, err, sizeof err);
+    free(c->body);
+    c->body = NULL;
+    if (status) return respond_error(c, status, err);
+    if (srv->cfg->n_api_keys > 0 && !dmt_api_key_allowed(srv->cfg, dmt_file_job_api_key(c->file)))
+        return respond_error(c, 403, "Invalid API key");
+    pthread_mutex_lock(&c->mu); /* file_parsed waits for the suspension */
+    status = dmt_files_parse_async(srv->files, c->file, file_parsed, c, err, sizeof err);
+    if (status == 0) {
+        c->state = ST_PARSING;
+        c->suspended = 1;
+        MHD_suspend_connection(c->conn);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (status == 0) return MHD_YES;
+    if (status == 429) dmt_metrics_rejected(srv->metrics);
+    return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "1");
+}
+
+static enum MHD_Result translate_request(conn_ctx *c, json_t *body);
+
 /* The whole body is in: validate, then queue and suspend (or answer at once). */
 static enum MHD_Result translate_body_done(conn_ctx *c) {
     dmt_server *srv = c->srv;
@@ -292,22 +334,21 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
                  srv->cfg->max_body_bytes);
         return respond_error(c, 413, err);
     }
+    if (routes[c->route_index].r == R_TRANSLATE_FILE) return translate_file_received(c);
+    json_t *body = parse_body(c, err, sizeof err);
+    free(c->body);
+    c->body = NULL;
+    if (!body) return respond_error(c, 400, err);
+    return translate_request(c, body);
+}
+
+/* A parsed request body (stolen): /detect and /suggest are answered at once;
+ * /translate and /translate_file are validated and queued. */
+static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
+    dmt_server *srv = c->srv;
+    char err[1024] = "";
     int status;
     route r0 = routes[c->route_index].r;
-    json_t *body;
-    if (r0 == R_TRANSLATE_FILE) { /* files.c: the document's texts as a translate request */
-        if (!srv->files)
-            return respond_error(c, 503, "file translation is off: the server has no writable temporary folder");
-        status = dmt_files_begin(srv->files, c->conn, c->body, c->body_len, &c->file, &body, err, sizeof err);
-        free(c->body);
-        c->body = NULL;
-        if (status) return respond_error(c, status, err);
-    } else {
-        body = parse_body(c, err, sizeof err);
-        free(c->body);
-        c->body = NULL;
-        if (!body) return respond_error(c, 400, err);
-    }
     if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
         json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
                                      : dmt_lt_suggest(srv->cfg, body, &status);
@@ -531,12 +572,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     case ST_BODY:
         if (*upload_data_size) return translate_upload(c, upload_data, upload_data_size);
         return translate_body_done(c);
+    case ST_PARSED: { /* /translate_file: the parser thread is done with the document */
+        char err[1024] = "";
+        json_t *body;
+        int status = dmt_file_job_request(c->file, &body, err, sizeof err);
+        if (status) return respond_error(c, status, err);
+        return translate_request(c, body);
+    }
     case ST_FINISHED: {
         int status;
         json_t *res = dmt_api_translate_result(c->req, &status);
         if (c->file) res = dmt_files_finish(c->srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
+    case ST_PARSING:
     case ST_QUEUED: /* not expected: MHD calls again only after the resume */
         return MHD_YES;
     default: /* answered already (e.g. 413 up front): ignore any body */
@@ -649,6 +698,9 @@ void dmt_http_quiesce(dmt_server *srv) {
 }
 
 void dmt_http_stop(dmt_server *srv) {
+    /* a document still being parsed resumes its connection first: libmicrohttpd
+     * must not be stopped with a connection suspended */
+    dmt_files_stop_parsing(srv->files);
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     dmt_conn_guard_free(srv->guard); /* every connection is closed now */

@@ -236,6 +236,74 @@ def test_refusals(p):
     tap.ok(st == 200, "the server is still up", f"{st}")
 
 
+def leaky_docx():
+    """A small .docx whose main part is read (one ~1 MB text run) and whose header part
+    is then refused: the path that once leaked the main part's text (1 MiB a request)."""
+    doc = (f'<?xml version="1.0"?><w:document xmlns:w="{W}"><w:body><w:p><w:r><w:t>'
+           + "a" * 1000000 + "</w:t></w:r></w:p></w:body></w:document>")
+    return docx_bytes(doc, {"word/header1.xml": "<w:hdr/>" + " " * (2 << 20)})
+
+
+def expanding_docx(parts=8):
+    """~14 KB that expand to ~8 MB of XML elements: 8 parts of just under 1 MiB each
+    (under the per-part ratio rule, which starts at 1 MiB)."""
+    body = "<w:a/>" * ((1 << 20) // 6 - 40)
+    xml = f'<w:document xmlns:w="{W}"><w:body>{body}</w:body></w:document>'
+    extra = {f"word/header{i}.xml": f'<w:hdr xmlns:w="{W}">{body}</w:hdr>' for i in range(1, parts)}
+    return docx_bytes(xml, extra)
+
+
+def test_document_budget(p):
+    data = expanding_docx()
+    st, j = upload(p, "expand.docx", data)
+    tap.ok(st == 413 and "the document's XML unpacks to more than" in ts.error_of(j),
+           f"a {len(data) // 1024} KB .docx of 8 parts expanding to ~8 MB of XML is refused as a whole -> 413",
+           f"{st} {j}")
+    data = leaky_docx()
+    st, j = upload(p, "leak.docx", data)
+    tap.ok(st == 413 and "refused" in ts.error_of(j), "a main part followed by a refused header part -> 413",
+           f"{st} {j}")
+    st, j, got = roundtrip(p, "ok.docx", docx_bytes(DOCX_XML, {"word/header1.xml": HEADER_XML}))
+    tap.ok(st == 200 and got, "an ordinary .docx with a header still translates", f"{st} {j}")
+
+
+def test_refused_documents_free_their_memory():
+    """Refused documents leave nothing behind: 150 uploads of leaky_docx (each once
+    leaked 1 MiB) grow the server by less than 40 MB (under ASan, LSan checks the
+    same at exit)."""
+    srv = ts.Server()
+    p = srv.port
+    data = leaky_docx()
+    for _ in range(10):  # allocator warm-up
+        upload(p, "leak.docx", data)
+    before = srv.rss_kb()
+    statuses = set()
+    for _ in range(150):
+        statuses.add(upload(p, "leak.docx", data)[0])
+    grown = (srv.rss_kb() - before) / 1024
+    tap.ok(statuses == {413} and grown < 40, "150 refused documents: RSS grows < 40 MB",
+           f"statuses {statuses}, grew {grown:.0f} MB")
+    tap.ok(srv.stop() == 0, "... and the server exits 0 (under ASan: no leak)", srv.stderr()[-1500:])
+
+
+def test_key_before_parsing():
+    """With keys on, an upload without a valid key is refused before its document is
+    read: a broken or costly document gets the same 403 as a good one."""
+    srv = ts.Server(env={"DEEPMT_API_KEYS": "k1"})
+    p = srv.port
+    for what, name, data in (("not a zip", "fake.docx", b"hello, I am not a zip"),
+                             ("an expanding document", "expand.docx", expanding_docx()),
+                             ("a good document", "a.docx", docx_bytes(DOCX_XML))):
+        st, j = upload(p, name, data)
+        tap.ok(st == 403 and ts.error_of(j) == "Invalid API key", f"no key, {what} -> 403 before parsing", f"{st} {j}")
+        st, j = upload(p, name, data, api_key="wrong")
+        tap.ok(st == 403, f"a wrong key, {what} -> 403", f"{st} {j}")
+    st, j = upload(p, "fake.docx", b"hello, I am not a zip", api_key="k1")
+    tap.ok(st == 400 and "not a valid zip" in ts.error_of(j), "with the key, the document is read (400 for junk)",
+           f"{st} {j}")
+    tap.ok(srv.stop() == 0, "the server exits 0", srv.stderr()[-1500:])
+
+
 def test_storage_and_keys():
     tmp = tempfile.mkdtemp(prefix="deepmt-files-test-")
     try:
@@ -271,7 +339,9 @@ def test_no_tmpdir():
 
 
 def main():
-    return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals], after=[test_storage_and_keys, test_no_tmpdir])
+    return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget],
+                        after=[test_storage_and_keys, test_no_tmpdir, test_refused_documents_free_their_memory,
+                               test_key_before_parsing])
 
 
 if __name__ == "__main__":
