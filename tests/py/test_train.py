@@ -212,6 +212,69 @@ def test_loss():
            detail=f"nll {float(nll)} vs {float(want_nll)}, loss {float(loss)} vs {float(want_loss)}")
 
 
+def test_loss_gradients():
+    """forward_loss's hand-written backward (OutputCrossEntropy: the output projection
+    and the smoothed loss a chunk of rows at a time) gives autograd's gradients of the
+    dense formula, for every weight, with chunks smaller than the batch."""
+    torch.manual_seed(1)
+    m = tiny_model()
+    m.train(False)
+    src = torch.randint(8, 500, (2, 6))
+    tgt = torch.randint(8, 500, (2, 7))
+    tgt[1, 5:] = D.PAD
+    tgt[:, 0] = 5
+    prev = torch.cat([torch.full((2, 1), D.EOS), tgt[:, :-1]], 1)
+    scored, targets = D.scored_positions(tgt)
+    eps = 0.1
+    old_chunk = train.OutputCrossEntropy.CHUNK
+    train.OutputCrossEntropy.CHUNK = 3
+    try:
+        loss, nll = train.forward_loss(m, src, prev, scored, targets, 1, eps)
+        (2.5 * loss).backward()
+    finally:
+        train.OutputCrossEntropy.CHUNK = old_chunk
+    got = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
+    m.zero_grad(set_to_none=True)
+    lp = m(src, prev)
+    mask = tgt.ne(D.PAD)
+    mask[:, 0] = False
+    g = -lp.gather(-1, tgt[..., None]).squeeze(-1)
+    want_loss = ((1 - eps) * g - eps / lp.shape[-1] * lp.sum(-1))[mask].sum()
+    (2.5 * want_loss).backward()
+    want = {n: p.grad for n, p in m.named_parameters() if p.grad is not None}
+    # relative to each weight's largest gradient, plus an absolute floor: some gradients
+    # are 0 in exact arithmetic (k_proj biases: softmax ignores a constant) and only noise here
+    worst = max(float((got[n] - want[n]).abs().max() / (want[n].abs().max() + 0.1)) for n in want)
+    tap.ok(set(got) == set(want) and worst < 1e-4 and torch.allclose(loss, want_loss, rtol=1e-5),
+           f"the fused loss's gradients == autograd's for all {len(want)} weights (chunks of 3 rows)",
+           detail=f"worst relative difference {worst:.2e}; missing {set(want) - set(got)}")
+    try:
+        _, nll = train.forward_loss(m, src, prev, scored, targets, 1, eps)
+        nll.backward()
+        tap.ok(False, "backpropagating the nll is refused")
+    except RuntimeError as e:
+        tap.ok("not differentiable" in str(e), "backpropagating the nll is refused", detail=str(e))
+
+
+def test_dropout():
+    """model.dropout (a byte of randomness an element on the CPU): drops p of the
+    elements (p rounded to 1/256), keeps the mean, passes the gradient only where
+    kept, is reproducible from torch's seed, and is the identity in eval mode."""
+    from dmt.model import dropout
+    x = torch.ones(1000, 1000, requires_grad=True)
+    torch.manual_seed(3)
+    y = dropout(x, 0.2, True)
+    dropped = float((y == 0).float().mean())
+    y.sum().backward()
+    tap.ok(abs(dropped - 51 / 256) < 0.003 and abs(float(y.mean()) - 1) < 0.005,
+           "dropout drops 51/256 for p 0.2 and keeps the mean", detail=f"{dropped} {float(y.mean())}")
+    tap.ok(bool(((x.grad == 0) == (y == 0)).all()), "dropout's gradient flows only where kept")
+    torch.manual_seed(3)
+    tap.ok(torch.equal(dropout(torch.ones(1000, 1000), 0.2, True), y.detach()), "dropout is reproducible from the seed")
+    odd = dropout(torch.ones(5, 3), 0.5, True)  # 15 elements: not a multiple of the 7 bytes a word gives
+    tap.ok(odd.shape == (5, 3) and dropout(x, 0.2, False) is x, "odd sizes work; eval mode is the identity")
+
+
 def test_source_gain(data):
     """validate()'s source gain: clearly positive for the shipped model, exactly 0 once
     the decoder's cross-attention output is zeroed (the source cannot matter)."""
@@ -240,6 +303,8 @@ def main():
     test_general_pairs()
     test_split_digits_vocab()
     test_loss()
+    test_loss_gradients()
+    test_dropout()
     test_end_to_end()
     return tap.done()
 
