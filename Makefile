@@ -154,7 +154,13 @@ TRAIN_OUT    ?= $(RUN)/model
 TRAIN_BUDGET ?= 2.5
 TRAIN_ARGS   ?=
 SPM          ?= runs/spm16k/spm
-.PHONY: train train-continue
+.PHONY: train train-continue train-bench
+# make train-bench   training speed on this CPU (tools/train.py bench): fp32 vs bf16
+#                    autocast, 1 and 2 threads, three batch sizes, on the run's batches
+train-bench: deps-train
+	test -f $(SPM).model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --general $(GENERAL) \
+	  --vocab-size 16000 --split-digits --max-sentences 2000000 --out $(SPM)
+	$(PYTHON) tools/train.py bench --data $(DATA) --general $(GENERAL) --spm $(SPM).model $(TRAIN_BENCH_ARGS)
 train: deps-train
 	@mkdir -p $(RUN)
 	test -f $(SPM).model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --general $(GENERAL) \
