@@ -127,7 +127,7 @@ class OutputCrossEntropy(torch.autograd.Function):
     Why: at a 16k vocabulary the [N, V] logits of a 6,000-token batch are 256 MB in
     fp32, and every pass over them (the bf16->fp32 copy, max, exp, sum, the backward's
     passes and copies) is bound by memory bandwidth: with autograd's log_softmax +
-    gather + sum those passes took ~30% of a CPU training step (torch.profiler,
+    gather + sum those passes took 35-45% of a CPU training step (torch.profiler,
     `train.py bench --one --profile 25`). Here the gradient is known in the forward,
     dz = g (softmax(z) - (1 - eps) onehot - eps/V) with g the loss's incoming
     gradient, so each chunk's logits are made, turned into dz, multiplied back into
