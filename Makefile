@@ -9,7 +9,7 @@
 #   make golden     regenerate the committed golden fixtures (needs python3-torch)
 #   make clean
 #
-# Sources are discovered: every .c/.cc under model/, tokenizer/, server/ goes into
+# Sources are discovered: every .c/.cc under base/, model/, tokenizer/, text/, server/ goes into
 # build/libdeepmt.a, cli/*.c into the deepmt binary, tests/c/test_*.c into one test
 # binary each.
 
@@ -27,8 +27,8 @@ PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000
 
-LIB_SRC  := $(wildcard model/*.c model/kernels/*.c tokenizer/*.c server/*.c)
-LIB_CXX  := $(wildcard tokenizer/*.cc server/*.cc)
+LIB_SRC  := $(wildcard base/*.c model/*.c model/kernels/*.c tokenizer/*.c text/*.c server/*.c server/*/*.c)
+LIB_CXX  := $(wildcard tokenizer/*.cc text/*.cc)
 CLI_SRC  := $(wildcard cli/*.c)
 TEST_SRC := $(wildcard tests/c/test_*.c)
 TEST_SUP := $(filter-out tests/c/test_%.c,$(wildcard tests/c/*.c))
@@ -56,8 +56,8 @@ $(BUILD)/%.o: %.cc
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
 # files the assembler builds into objects (.incbin), which -MMD does not see
-$(BUILD)/server/lt_api.o: server/openapi.json
-$(BUILD)/server/webpage.o: server/webpage.html
+$(BUILD)/server/api/lt_api.o: server/api/openapi.json
+$(BUILD)/server/api/webpage.o: server/api/webpage.html
 
 $(BUILD)/libdeepmt.a: $(LIB_OBJ)
 	@rm -f $@

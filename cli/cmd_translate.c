@@ -1,16 +1,22 @@
-/* cmd_translate.c — `deepmt translate`: one sentence a line in, translations out.
+/* cmd_translate.c — `deepmt translate`: lines of text in, translations out.
  *
- * Reads every line first (stdin or --input), tokenizes each once to check it and
- * count its pieces (bad lines are reported now, by line number, and skipped), sorts
- * the rest longest first and hands them to the same worker pool `deepmt serve` runs
- * on (server/pool.h): --workers threads, each with its own dmt_state, batches of
+ * Reads every line first (stdin or --input) and cuts it the way the server cuts a
+ * text (text/sentences.h): into sentences (unless --no-split: one line, one
+ * sentence), and a sentence too long for the model into chunks, so that no text is
+ * dropped (a model trained on single sentences drops the later sentences of a
+ * line) and none is refused for its length. Each piece is tokenized once to check
+ * it (bad lines are reported now, by line number, and skipped), the pieces are
+ * sorted longest first and handed to the same worker pool `deepmt serve` runs on
+ * (server/sched/pool.h): --workers threads, each with its own dmt_state, batches of
  * --batch-size sentences (by default one worker per core, each with a
- * single-threaded BLAS; --batching as in serve). Output
- * comes in input order once everything is done: --nbest lines per input line
- * (best first), each "score<TAB>text" with --scores; a failed or empty line still
- * gets its lines (empty), so output line i*N+r always belongs to input line i.
- * Exit status: 0, 1 when any line failed (the rest are translated) or the model
- * cannot be used, 2 for a usage error. docs/decoding.md documents the options.
+ * single-threaded BLAS; --batching as in serve). A line's translation is its
+ * pieces' translations joined with the line's own spacing. Output comes in input
+ * order once everything is done: --nbest lines per input line (best first; for a
+ * line of several sentences, hypothesis r of each), each "score<TAB>text" with
+ * --scores (for several sentences, the mean of their scores); a failed or empty
+ * line still gets its lines (empty), so output line i*N+r always belongs to input
+ * line i. Exit status: 0, 1 when any line failed (the rest are translated) or the
+ * model cannot be used, 2 for a usage error. docs/decoding.md documents the options.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -29,15 +35,18 @@
 #include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/translate.h"
-#include "server/pool.h"
+#include "server/sched/pool.h"
+#include "text/sentences.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: deepmt translate -m MODEL_DIR --target LANG [options] [< input] [> output]\n"
             "\n"
-            "Translates one sentence a line. Output is in input order: N lines per input\n"
-            "line with --nbest N, best first; failed and empty lines give empty lines.\n"
+            "Translates text a line at a time: each line is split into sentences (and a\n"
+            "sentence too long for the model into chunks), translated, and joined again.\n"
+            "Output is in input order: N lines per input line with --nbest N, best first;\n"
+            "failed and empty lines give empty lines.\n"
             "\n"
             "  -m, --model DIR          model directory (config.json, model.safetensors, sentencepiece.model)\n"
             "  -t, --target LANG        target language code, e.g. de\n"
@@ -62,11 +71,13 @@ static void usage(FILE *f) {
             "      --precision P        f32 (default), bf16 or int8: bfloat16 matrix products (CPUs with\n"
             "                           AVX-512 BF16) or int8 weights and activations, both faster;\n"
             "                           translations differ slightly (a quantised model runs int8)\n"
+            "      --no-split           one line, one sentence: translate each line whole (for test sets\n"
+            "                           aligned by line; a line too long for the model is still cut)\n"
             "  -q, --quiet              no progress or summary on stderr\n"
             "      --progress           progress and summary on stderr also when reading stdin\n"
             "  -h, --help               this help\n"
             "\n"
-            "Exit status: 0; 1 when a line failed (too long, invalid UTF-8: reported on stderr\n"
+            "Exit status: 0; 1 when a line failed (invalid UTF-8, a NUL byte: reported on stderr\n"
             "with its line number, the other lines are still translated) or the model cannot be\n"
             "loaded; 2 for bad options.\n");
 }
@@ -74,10 +85,18 @@ static void usage(FILE *f) {
 typedef struct {
     char *text;
     size_t len;
-    int pieces;   /* source pieces; -1 when the line failed its check */
-    char *out;    /* formatted output lines (malloc'd), NULL until translated */
-    char *error;  /* malloc'd message when the line failed */
+    int first, count; /* its pieces (sentences, chunks): units[first .. first + count) */
+    int failed;       /* a piece failed its check or its translation */
+    char *out;        /* formatted output lines (malloc'd), NULL until translated */
+    char *error;      /* malloc'd message when the line failed */
 } line;
+
+/* One piece of a line translated on its own: a sentence, or a chunk of one. */
+typedef struct {
+    int line;
+    dmt_span span;    /* in the line */
+    int pieces;       /* source pieces; -1 when it failed its check */
+} unit;
 
 typedef struct {
     const dmt_model *m;
@@ -151,29 +170,45 @@ static void progress(job *J, int final) {
     J->last_print = t;
     double sps = dt > 0 ? J->done_lines / dt : 0;
     if (final) {
-        fprintf(stderr, "%s%d lines in %.1f s: %.1f sentences/s, %.1f target tokens/s\n", J->tty ? "\r\033[K" : "",
+        fprintf(stderr, "%s%d sentences in %.1f s: %.1f sentences/s, %.1f target tokens/s\n", J->tty ? "\r\033[K" : "",
                 J->done_lines, dt, sps, dt > 0 ? J->done_tokens / dt : 0);
     } else {
-        fprintf(stderr, "%s%d/%d lines, %.1f sentences/s%s", J->tty ? "\r\033[K" : "", J->done_lines,
+        fprintf(stderr, "%s%d/%d sentences, %.1f sentences/s%s", J->tty ? "\r\033[K" : "", J->done_lines,
                 J->total_lines, sps, J->tty ? "" : "\n");
     }
     fflush(stderr);
 }
 
-/* "text\n" or "score\ttext\n" for each of nbest translations (padding with empty ones). */
-static char *format_output(const job *J, const dmt_translate_output *o) {
+/* A line's output: for each of nbest hypotheses r, the line with every piece
+ * replaced by its hypothesis r (its best when it has fewer), "score<TAB>" first with
+ * --scores (the mean over the pieces); one line each. NULL when out of memory. */
+static char *format_output(const job *J, const line *l, const dmt_span *spans, const dmt_translate_output *res) {
     size_t need = 1;
-    for (int r = 0; r < o->n; r++) need += strlen(o->texts[r]) + 32;
-    need += (size_t)J->opt.nbest * 32;
+    for (int u = 0; u < l->count; u++)
+        for (int r = 0; r < res[u].n; r++) need += strlen(res[u].texts[r]);
+    need = (need + l->len + 32) * (size_t)J->opt.nbest;
     char *s = malloc(need), *p = s;
     if (!s) return NULL;
     for (int r = 0; r < J->opt.nbest; r++) {
-        const char *text = r < o->n ? o->texts[r] : "";
+        int have = 0;
+        double score = 0;
+        for (int u = 0; u < l->count; u++) have |= r < res[u].n, score += res[u].scores[r < res[u].n ? r : 0];
+        if (l->count == 0) have = r == 0;
         if (J->scores) {
-            if (r < o->n) p += sprintf(p, "%.6f\t", o->scores[r]);
-            else p += sprintf(p, "-inf\t");
+            if (have && l->count) p += sprintf(p, "%.6f\t", score / l->count);
+            else p += sprintf(p, have ? "0.000000\t" : "-inf\t");
         }
-        for (; *text; text++) *p++ = *text == '\n' || *text == '\r' ? ' ' : *text; /* one line each */
+        size_t pos = 0;
+        for (int u = 0; have && u < l->count; u++) {
+            memcpy(p, l->text + pos, spans[u].start - pos); /* the spacing before the piece */
+            p += spans[u].start - pos;
+            for (const char *t = res[u].texts[r < res[u].n ? r : 0]; *t; t++) *p++ = *t == '\n' || *t == '\r' ? ' ' : *t;
+            pos = spans[u].start + spans[u].len;
+        }
+        if (have && l->count) {
+            memcpy(p, l->text + pos, l->len - pos);
+            p += l->len - pos;
+        }
         *p++ = '\n';
     }
     *p = '\0';
@@ -187,26 +222,77 @@ static void on_progress(void *arg, int done) {
     if (done < J->total_lines) progress(J, 0);
 }
 
-static const line *sort_lines;
+static const unit *sort_units;
 static int by_length_desc(const void *a, const void *b) {
     int x = *(const int *)a, y = *(const int *)b;
-    int px = sort_lines[x].pieces, py = sort_lines[y].pieces;
+    int px = sort_units[x].pieces, py = sort_units[y].pieces;
     if (px != py) return px > py ? -1 : 1;
     return (x > y) - (x < y);
 }
 
-/* Checks and measures every line; reports the bad ones. The number of bad lines. */
-static int check_lines(const dmt_model *m, line *lines, int n) {
+/* fits(): a piece of a sentence is short enough for the model at once. */
+static int fits_model(void *arg, const char *text, size_t len) {
+    const dmt_model *m = arg;
+    int k = dmt_translate_source_pieces(m, text, len);
+    return k >= 0 && k <= dmt_translate_chunk_tokens(m);
+}
+
+/* Cuts every line into units: its sentences (or the whole line with no_split), and
+ * a sentence too long for the model into chunks. *units is malloc'd; the count, or
+ * -1 when out of memory. */
+static int cut_lines(const dmt_model *m, line *lines, int n, int no_split, unit **units) {
+    int cap = n + 16, k = 0;
+    unit *u = malloc((size_t)cap * sizeof *u);
+    for (int i = 0; u && i < n; i++) {
+        line *l = &lines[i];
+        l->first = k;
+        int ns = no_split ? 1 : dmt_sentences_split(l->text, l->len, NULL, 0);
+        dmt_span *sent = calloc((size_t)ns + 1, sizeof *sent);
+        if (!sent) { free(u); return -1; }
+        if (no_split) sent[0] = (dmt_span){0, l->len};
+        else dmt_sentences_split(l->text, l->len, sent, ns);
+        for (int j = 0; j < ns; j++) {
+            int nc = dmt_sentence_chunks(l->text + sent[j].start, sent[j].len, fits_model, (void *)m, NULL, 0);
+            if (nc == 0) continue; /* whitespace only (--no-split) */
+            if (k + (nc > 0 ? nc : 1) > cap) {
+                cap = 2 * cap + nc;
+                unit *p = realloc(u, (size_t)cap * sizeof *p);
+                if (!p) { free(sent); free(u); return -1; }
+                u = p;
+            }
+            if (nc < 0) { /* cannot be cut: as it is (the check reports why) */
+                u[k++] = (unit){i, sent[j], 0};
+                continue;
+            }
+            dmt_span *chunks = calloc((size_t)nc, sizeof *chunks);
+            if (!chunks) { free(sent); free(u); return -1; }
+            dmt_sentence_chunks(l->text + sent[j].start, sent[j].len, fits_model, (void *)m, chunks, nc);
+            for (int c = 0; c < nc; c++)
+                u[k++] = (unit){i, {sent[j].start + chunks[c].start, chunks[c].len}, 0};
+            free(chunks);
+        }
+        free(sent);
+        l->count = k - l->first;
+    }
+    *units = u;
+    return u ? k : -1;
+}
+
+/* Checks and measures every unit; reports the lines with a bad one. The number of
+ * bad lines. */
+static int check_units(const dmt_model *m, line *lines, unit *units, int n) {
     int maxsrc = dmt_translate_max_source_tokens(m), bad = 0;
     int32_t *ids = malloc((size_t)(maxsrc + 1) * sizeof *ids);
     for (int i = 0; i < n; i++) {
+        line *l = &lines[units[i].line];
         dmt_translate_output tmp = {0}; /* as the search will tokenize it (all-caps rule included) */
-        int got = ids ? dmt_translate_encode(m, lines[i].text, lines[i].len, ids, &tmp) : -1;
-        lines[i].pieces = got > 0 ? got - 1 : got;
-        if (lines[i].pieces < 0) {
+        int got = ids ? dmt_translate_encode(m, l->text + units[i].span.start, units[i].span.len, ids, &tmp) : -1;
+        units[i].pieces = got > 0 ? got - 1 : got;
+        if (units[i].pieces < 0 && !l->failed) {
             const char *err = ids ? tmp.error : "out of memory";
-            fprintf(stderr, "deepmt translate: line %d: %s\n", i + 1, err);
-            lines[i].error = strdup(err);
+            fprintf(stderr, "deepmt translate: line %d: %s\n", units[i].line + 1, err);
+            l->error = strdup(err);
+            l->failed = 1;
             bad++;
         }
     }
@@ -224,7 +310,7 @@ static void list_languages(const dmt_config *c) {
 typedef struct {
     const char *model, *target, *input, *output;
     int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
-    int continuous;
+    int continuous, no_split;
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
     int set_lp, set_a, set_b, set_min, set_ngram, set_repeats, max_repeats;
@@ -233,7 +319,7 @@ typedef struct {
 /* 0, 1 for --help, -1 for a usage error (message printed). */
 static int parse_args(int argc, char **argv, args *a) {
     enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS,
-           O_PRECISION, O_BATCHING };
+           O_PRECISION, O_BATCHING, O_NO_SPLIT };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
@@ -245,7 +331,8 @@ static int parse_args(int argc, char **argv, args *a) {
         {"batch-size", required_argument, 0, O_BATCH}, {"threads", required_argument, 0, O_THREADS},
         {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
-        {"batching", required_argument, 0, O_BATCHING}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+        {"batching", required_argument, 0, O_BATCHING}, {"no-split", no_argument, 0, O_NO_SPLIT},
+        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     *a = (args){.nbest = 1, .batch_size = 32};
     int c, li = -1;
     optind = 1;
@@ -271,6 +358,7 @@ static int parse_args(int argc, char **argv, args *a) {
         case O_WORKERS: bad = parse_int(optarg, 1, 1024, &a->workers); break;
         case 'q': a->quiet = 1; break;
         case O_PROGRESS: a->show_progress = 1; break;
+        case O_NO_SPLIT: a->no_split = 1; break;
         case O_PRECISION:
             bad = strcmp(optarg, "f32") && strcmp(optarg, "bf16") && strcmp(optarg, "int8");
             a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
@@ -339,6 +427,8 @@ int cmd_translate(int argc, char **argv) {
     dmt_translate_input *src = NULL;
     dmt_translate_output *res = NULL;
     int *order = NULL, n_order = 0;
+    unit *units = NULL;
+    dmt_span *spans = NULL;
     job J = {.m = m, .scores = a.scores};
     const dmt_language *lang = dmt_config_language(&m->cfg, a.target);
     if (!lang) {
@@ -369,16 +459,22 @@ int cmd_translate(int argc, char **argv) {
     out = a.output ? fopen(a.output, "w") : stdout; /* now, not after hours of work */
     if (!out) { fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno)); goto done; }
 
-    bad = check_lines(m, lines, n);
-    order = malloc((size_t)(n ? n : 1) * sizeof *order);
-    src = malloc((size_t)(n ? n : 1) * sizeof *src);
-    res = calloc((size_t)(n ? n : 1), sizeof *res);
-    if (!order || !src || !res) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
-    for (int i = 0; i < n; i++)
-        if (lines[i].pieces >= 0) order[n_order++] = i;
-    sort_lines = lines;
+    int n_units = cut_lines(m, lines, n, a.no_split, &units);
+    if (n_units < 0) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
+    bad = check_units(m, lines, units, n_units);
+    order = malloc((size_t)(n_units ? n_units : 1) * sizeof *order);
+    src = malloc((size_t)(n_units ? n_units : 1) * sizeof *src);
+    res = calloc((size_t)(n_units ? n_units : 1), sizeof *res);
+    spans = malloc((size_t)(n_units ? n_units : 1) * sizeof *spans);
+    if (!order || !src || !res || !spans) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
+    for (int i = 0; i < n_units; i++)
+        if (!lines[units[i].line].failed) order[n_order++] = i;
+    sort_units = units;
     qsort(order, (size_t)n_order, sizeof *order, by_length_desc); /* longest first: little padding */
-    for (int k = 0; k < n_order; k++) src[k] = (dmt_translate_input){lines[order[k]].text, lines[order[k]].len, J.target_id};
+    for (int k = 0; k < n_order; k++) {
+        const unit *u = &units[order[k]];
+        src[k] = (dmt_translate_input){lines[u->line].text + u->span.start, u->span.len, J.target_id};
+    }
     J.show = !a.quiet && (a.input || a.show_progress) && n > 0;
     J.tty = isatty(STDERR_FILENO);
     J.total_lines = n_order;
@@ -387,23 +483,36 @@ int cmd_translate(int argc, char **argv) {
         fprintf(stderr, "%sdeepmt translate: %s\n", J.show && J.tty ? "\n" : "", err);
         goto done;
     }
+    /* back in unit order: unit i's result at byunit[i] */
     for (int k = 0; k < n_order; k++) {
-        line *l = &lines[order[k]];
-        if (res[k].error[0]) l->error = strdup(res[k].error);
-        else {
-            l->out = format_output(&J, &res[k]);
-            J.done_tokens += res[k].out_tokens;
-            if (!l->out) l->error = strdup("out of memory");
-        }
-        dmt_translate_output_clear(&res[k]);
-    }
-    J.done_lines = n_order;
-    progress(&J, 1);
-    for (int i = 0; i < n; i++)
-        if (lines[i].pieces >= 0 && lines[i].error) {  /* failed inside translation */
-            fprintf(stderr, "deepmt translate: line %d: %s\n", i + 1, lines[i].error);
+        const unit *u = &units[order[k]];
+        line *l = &lines[u->line];
+        if (res[k].error[0] && !l->failed) {
+            l->failed = 1;
+            l->error = strdup(res[k].error);
+            fprintf(stderr, "%sdeepmt translate: line %d: %s\n", J.show && J.tty ? "\r\033[K" : "", u->line + 1,
+                    res[k].error);
             bad++;
         }
+        J.done_tokens += res[k].out_tokens;
+    }
+    dmt_translate_output *byunit = calloc((size_t)(n_units ? n_units : 1), sizeof *byunit);
+    if (!byunit) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
+    for (int k = 0; k < n_order; k++) byunit[order[k]] = res[k];
+    for (int i = 0; i < n; i++) {
+        line *l = &lines[i];
+        if (l->failed) continue;
+        for (int u = 0; u < l->count; u++) spans[u] = units[l->first + u].span;
+        l->out = format_output(&J, l, spans, byunit + l->first);
+        if (!l->out) {
+            l->failed = 1;
+            l->error = strdup("out of memory");
+            bad++;
+        }
+    }
+    free(byunit);
+    J.done_lines = n_order;
+    progress(&J, 1);
     if (write_output(out, a.output ? a.output : "stdout", &J, lines, n)) goto done;
     if (bad) fprintf(stderr, "deepmt translate: %d of %d lines failed (empty output lines)\n", bad, n);
     rc = bad ? 1 : 0;
@@ -414,9 +523,12 @@ done:
     }
     for (int i = 0; i < n; i++) { free(lines[i].text); free(lines[i].out); free(lines[i].error); }
     free(lines);
+    for (int k = 0; res && k < n_order; k++) dmt_translate_output_clear(&res[k]);
     free(order);
     free(src);
     free(res);
+    free(units);
+    free(spans);
     dmt_pool_close(pool);
     return rc;
 }

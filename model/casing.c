@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <wctype.h>
 
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 /* The C.UTF-8 locale for towlower_l/towupper_l, made once; (locale_t)0 when the
  * system lacks it, then only ASCII letters change case. Read-only after the once. */

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/fileio.h"
+#include "base/fileio.h"
 
 /* Each getter writes "config.json: <key>: <problem>" and returns -1 on failure. */
 

@@ -11,6 +11,7 @@
  * loaded: a model file rewritten while the model is in use (cp new.safetensors
  * model.safetensors) cannot affect it.
  */
+#include "base/fault.h"
 #include "model/model.h"
 
 #include <math.h>
@@ -47,7 +48,7 @@ typedef struct {
 static int m_own_count_ok(dmt_model *m) {
     if (m->n_owned == m->cap_owned) {
         int cap = m->cap_owned ? 2 * m->cap_owned : 64;
-        void **p = dmt_st_fault_hit() ? NULL : realloc(m->owned, (size_t)cap * sizeof *p);
+        void **p = dmt_fault_hit() ? NULL : realloc(m->owned, (size_t)cap * sizeof *p);
         if (!p) return 0;
         m->owned = p;
         m->cap_owned = cap;
@@ -57,7 +58,7 @@ static int m_own_count_ok(dmt_model *m) {
 
 static void *own(dmt_model *m, size_t bytes) {
     if (!m_own_count_ok(m)) return NULL;
-    void *buf = dmt_st_fault_hit() ? NULL : malloc(bytes ? bytes : 1);
+    void *buf = dmt_fault_hit() ? NULL : malloc(bytes ? bytes : 1);
     if (buf) m->owned[m->n_owned++] = buf;
     return buf;
 }
@@ -86,7 +87,7 @@ static int make_arena(loader *L) {
     size_t bytes = L->arena_need, align = bytes >= HUGE_PAGE ? HUGE_PAGE : ARENA_ALIGN;
     bytes = (bytes + align - 1) & ~(align - 1);
     unsigned char *a = NULL;
-    if (m_own_count_ok(L->m) && !dmt_st_fault_hit()) a = aligned_alloc(align, bytes);
+    if (m_own_count_ok(L->m) && !dmt_fault_hit()) a = aligned_alloc(align, bytes);
     if (!a) {
         snprintf(L->err, L->errlen, "%s: out of memory for %zu MiB of weights", L->path, bytes >> 20);
         return -1;
@@ -258,7 +259,7 @@ static int bind_packed(loader *L, dmt_linear *lin, const char *name, int out, in
     }
     size_t need_rows = (size_t)PACK_ROWS * (size_t)in;
     if (!direct_f32(t) && !as_is && need_rows > L->rows_cap) {
-        float *r = dmt_st_fault_hit() ? NULL : realloc(L->rows, need_rows * sizeof(float));
+        float *r = dmt_fault_hit() ? NULL : realloc(L->rows, need_rows * sizeof(float));
         if (!r) goto oom;
         L->rows = r;
         L->rows_cap = need_rows;
@@ -499,7 +500,7 @@ static int64_t implied_tensors(const dmt_config *c) {
 
 dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, size_t errlen) {
     char path[4096];
-    dmt_model *m = dmt_st_fault_hit() ? NULL : calloc(1, sizeof *m);
+    dmt_model *m = dmt_fault_hit() ? NULL : calloc(1, sizeof *m);
     if (!m) { snprintf(err, errlen, "out of memory"); return NULL; }
     struct stat sb;
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
@@ -519,7 +520,7 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!(m->file = dmt_st_open(path, err, errlen))) goto fail;
     loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
-    L.used = dmt_st_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
+    L.used = dmt_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
     if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
     if (!(m->kernels = dmt_kernels_select(err, errlen))) {
         free(L.used);

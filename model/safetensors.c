@@ -1,4 +1,5 @@
 /* safetensors.c — mmap + header validation for .safetensors files. */
+#include "base/fault.h"
 #include "model/safetensors.h"
 
 #include <errno.h>
@@ -9,7 +10,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "model/fileio.h"
+#include "base/fileio.h"
 
 /* A header larger than this is refused before it is parsed (real ones are KBs). */
 #define MAX_HEADER_BYTES (100u << 20)
@@ -21,20 +22,8 @@ struct dmt_safetensors {
     dmt_st_tensor *tensors;
 };
 
-/* Failure injection (see safetensors.h): per thread, off (-1) unless a test sets it. */
-static _Thread_local long fault_countdown = -1;
-
-void dmt_st_fault_after(long n) { fault_countdown = n; }
-
-int dmt_st_fault_hit(void) {
-    if (fault_countdown < 0) return 0;
-    if (fault_countdown == 0) return 1;
-    fault_countdown--;
-    return 0;
-}
-
-static void *fault_calloc(size_t n, size_t size) { return dmt_st_fault_hit() ? NULL : calloc(n, size); }
-static char *fault_strdup(const char *s) { return dmt_st_fault_hit() ? NULL : strdup(s); }
+static void *fault_calloc(size_t n, size_t size) { return dmt_fault_hit() ? NULL : calloc(n, size); }
+static char *fault_strdup(const char *s) { return dmt_fault_hit() ? NULL : strdup(s); }
 
 const char *dmt_dtype_name(dmt_dtype d) {
     return d == DMT_DTYPE_F32 ? "F32" : d == DMT_DTYPE_F16 ? "F16" : d == DMT_DTYPE_BF16 ? "BF16" : "I8";

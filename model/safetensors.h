@@ -55,13 +55,6 @@ float dmt_bf16_to_f32(uint16_t h);
 
 /* (the bulk conversions the loader uses are kernels: model/kernels/kernels.h) */
 
-/* Failure injection for tests (SQLite-style): after dmt_st_fault_after(n), the loader's
- * next n allocations on this thread succeed and every later one fails, until
- * dmt_st_fault_after(-1) (the default) turns it off. Covers the allocations in
- * safetensors.c and model.c (not the tokenizer's, not jansson's: a test can route
- * jansson's through dmt_st_fault_hit() with json_set_alloc_funcs). dmt_st_fault_hit()
- * counts one allocation and returns 1 when it must fail. */
-void dmt_st_fault_after(long n);
-int dmt_st_fault_hit(void);
+/* failure injection for the loader's allocations: base/fault.h */
 
 #endif

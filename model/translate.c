@@ -20,6 +20,25 @@
 
 int dmt_translate_max_source_tokens(const dmt_model *m) { return m->cfg.max_positions - 1; }
 
+int dmt_translate_chunk_tokens(const dmt_model *m) {
+    int k = m->cfg.max_positions / 2, most = dmt_translate_max_source_tokens(m);
+    if (k < 16) k = 16;
+    return k < most ? k : most;
+}
+
+int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len) {
+    char *cased = NULL, err[256];
+    if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
+        size_t n = 0;
+        if (!(cased = dmt_casing_sentence_case(text, len, &n))) return -1;
+        text = cased;
+        len = n;
+    }
+    int k = dmt_tokenizer_count(m->tokenizer, text, len, err, sizeof err);
+    free(cased);
+    return k;
+}
+
 void dmt_translate_output_clear(dmt_translate_output *o) {
     if (!o) return;
     for (int i = 0; o->texts && i < o->n; i++) free(o->texts[i]);

@@ -54,4 +54,14 @@ int dmt_translate_decode(const dmt_model *m, const dmt_nbest *nb, dmt_translate_
 /* Longest source accepted, in pieces (max_positions minus room for </s>). */
 int dmt_translate_max_source_tokens(const dmt_model *m);
 
+/* Source pieces of a sentence as dmt_translate_encode counts them (all-caps rule
+ * included, without </s>), however many; -1 for invalid text. */
+int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len);
+/* The longest source a caller should give at once: half of max_positions (at least
+ * 16, at most dmt_translate_max_source_tokens), so that the translation, which may
+ * be longer than its source, still fits the decoder's positions, and inputs stay
+ * near the lengths models are trained on. Longer sentences are cut into chunks of
+ * at most this many pieces (text/sentences.h, dmt_sentence_chunks). */
+int dmt_translate_chunk_tokens(const dmt_model *m);
+
 #endif

@@ -14,7 +14,7 @@ list, so any model with these four languages gives the same figures
 `source: "auto"` request would be. Reports accuracy for 1-10 and 11+ words, per
 language, and per confidence value (the server's confidence is its band's
 measured accuracy, so the two columns should agree). The band accuracies in
-server/detect.c come from --calibrate (even-numbered lines); the held-out
+text/detect.c come from --calibrate (even-numbered lines); the held-out
 (odd-numbered) lines are reported separately to check them.
 """
 

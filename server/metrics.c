@@ -2,7 +2,7 @@
  *
  * One mutex guards everything: updates are a handful of additions per request or
  * batch, far below the cost of either. */
-#include "server/internal.h"
+#include "server/metrics.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -5,9 +5,9 @@
  */
 #include "tokenizer/tokenizer.h"
 
-#include "model/fileio.h"
+#include "base/fileio.h"
 #include "tokenizer/spm.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -235,6 +235,19 @@ int dmt_tokenizer_encode(const dmt_tokenizer *tok, const char *text, size_t len,
     if (tok->spm_to_model)
         for (int i = 0; i < n; i++) ids[i] = tok->spm_to_model[ids[i]];
     return n;
+}
+
+int dmt_tokenizer_count(const dmt_tokenizer *tok, const char *text, size_t len, char *err, size_t errlen) {
+    if (!text && len) {
+        set_err(err, errlen, "count: bad arguments");
+        return -1;
+    }
+    size_t bad;
+    if ((len && memchr(text, '\0', len)) || !dmt_utf8_validate(text, len, &bad)) {
+        set_err(err, errlen, "invalid text (NUL byte or invalid UTF-8)");
+        return -1;
+    }
+    return dmt_spm_encode(tok->spm, len ? text : "", len, NULL, 0, err, errlen);
 }
 
 int dmt_tokenizer_decode(const dmt_tokenizer *tok, const int32_t *ids, int n, char **out,

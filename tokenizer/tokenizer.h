@@ -32,6 +32,9 @@ void dmt_tokenizer_free(dmt_tokenizer *tok);                /* NULL is fine */
  * NULL when max_ids is 0. */
 int dmt_tokenizer_encode(const dmt_tokenizer *tok, const char *text, size_t len,
                          int32_t *ids, int max_ids, char *err, size_t errlen);
+/* How many ids dmt_tokenizer_encode would give for the text, however many: for
+ * cutting a sentence that is too long. -1 for invalid UTF-8 or a NUL byte. */
+int dmt_tokenizer_count(const dmt_tokenizer *tok, const char *text, size_t len, char *err, size_t errlen);
 
 /* Decodes n model ids into text, leaving out control ids (<s>, </s>, <pad>) and
  * language tokens (pieces like __de__). On success *out is a malloc'd

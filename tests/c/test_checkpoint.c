@@ -7,7 +7,7 @@
  *    ids_only = 0.
  * 2. dmt_f16_to_f32 / dmt_bf16_to_f32 on every 16-bit pattern against a reference
  *    computed here from the formats' definitions (ldexp in double).
- * 3. Failure injection: with dmt_st_fault_after(n) the loader's (n+1)th allocation
+ * 3. Failure injection: with dmt_fault_after(n) the loader's (n+1)th allocation
  *    fails, and jansson's allocations are routed through the same countdown. For
  *    n = 0, 1, ... until a load succeeds, the load must fail cleanly (NULL and a
  *    message); under `make asan` LeakSanitizer checks nothing leaks on any path.
@@ -36,6 +36,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fault.h"
 #include "model/config.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -192,7 +193,7 @@ static void widening(void) {
 static int json_alloc_failed;
 
 static void *fault_json_malloc(size_t n) {
-    if (dmt_st_fault_hit()) { json_alloc_failed = 1; return NULL; }
+    if (dmt_fault_hit()) { json_alloc_failed = 1; return NULL; }
     return malloc(n);
 }
 
@@ -204,11 +205,11 @@ static void inject(const char *rel, int ids_only) {
     int n, clean = 1, loaded = 0;
     const int limit = 100000;
     for (n = 0; n < limit && !loaded; n++) {
-        dmt_st_fault_after(n);
+        dmt_fault_after(n);
         json_alloc_failed = 0;
         err[0] = 0;
         dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = ids_only}, err, sizeof err);
-        dmt_st_fault_after(-1);
+        dmt_fault_after(-1);
         if (m) loaded = 1;
         else if (!err[0] && clean) { clean = 0; snprintf(first_err, sizeof first_err, "no message at n = %d", n); }
         else if (!json_alloc_failed && !strstr(err, "memory")) {

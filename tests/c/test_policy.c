@@ -1,4 +1,4 @@
-/* test_policy.c — the server's batching policy (server/policy.h), step by step,
+/* test_policy.c — the server's batching policy (server/sched/policy.h), step by step,
  * without threads or a model: cost accounting and limits, fairness (a small request
  * runs in the next batch while a large one is queued), no starvation of the large
  * one, order within a request, option keys, deadlines and cancellation.
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/policy.h"
+#include "server/sched/policy.h"
 #include "tests/c/check.h"
 
 #define MAXN 512

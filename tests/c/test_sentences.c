@@ -1,10 +1,11 @@
-/* test_sentences.c — server/sentences.c: the sentence splitter.
+/* test_sentences.c — text/sentences.c: the sentence splitter and the chunks of a
+ * sentence too long for the model.
  *
  * Each case lists the text and the sentences expected, joined by " | "; a second
  * pass checks that gaps are whitespace only, so that reassembly (gap, sentence,
  * gap, ...) gives back the text byte for byte. */
 #include "tests/c/check.h"
-#include "server/sentences.h"
+#include "text/sentences.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -141,7 +142,124 @@ static void test_random_bytes(void) {
     CHECK(ok, "random byte soup: spans ordered, non-empty, in bounds");
 }
 
+/* ---- dmt_sentence_chunks ---- */
+
+/* fits: at most *(size_t *)arg bytes */
+static int fits_bytes(void *arg, const char *text, size_t len) {
+    (void)text;
+    return len <= *(size_t *)arg;
+}
+
+/* fits: at most *(int *)arg words (runs of non-spaces) */
+static int fits_words(void *arg, const char *text, size_t len) {
+    int words = 0, in = 0;
+    for (size_t i = 0; i < len; i++) {
+        int sp = text[i] == ' ';
+        if (!sp && !in) words++;
+        in = !sp;
+    }
+    return words <= *(int *)arg;
+}
+
+/* "c1 | c2 | c3" for the chunks, in buf; the count (-1 when refused). */
+static int chunks_joined(const char *text, int (*fits)(void *, const char *, size_t), void *arg, char *buf,
+                         size_t cap) {
+    size_t len = strlen(text);
+    int n = dmt_sentence_chunks(text, len, fits, arg, NULL, 0);
+    buf[0] = 0;
+    if (n <= 0) return n;
+    dmt_span *sp = calloc((size_t)n, sizeof *sp);
+    int m = dmt_sentence_chunks(text, len, fits, arg, sp, n);
+    size_t o = 0;
+    for (int i = 0; i < n && m == n; i++)
+        o += (size_t)snprintf(buf + o, o < cap ? cap - o : 0, "%s%.*s", i ? " | " : "", (int)sp[i].len,
+                              text + sp[i].start);
+    free(sp);
+    return n;
+}
+
+static void test_chunks_table(void) {
+    char got[1024];
+    int words = 6;
+    static const struct { const char *what, *text, *want; } cases[] = {
+        {"a sentence that fits is one chunk", "  A dog runs on the beach.  ", "A dog runs on the beach."},
+        {"cut after the comma nearest the limit",
+         "When the sun rose over the hills, the farmers went out, and the dogs followed them home.",
+         "When the sun rose over the | hills, the farmers went out, | and the dogs followed them home."},
+        {"a semicolon and a colon end clauses", "One two three four five; six seven: eight nine ten eleven twelve",
+         "One two three four five; | six seven: | eight nine ten eleven twelve"},
+        {"no punctuation: whitespace nearest the limit", "a b c d e f g h i j k l m", "a b c d e f | g h i j k l | m"},
+        {"a comma too early is not worth a chunk", "Oh, a bb ccc dddd eeee f g h i j", "Oh, a bb ccc dddd eeee | f g h i j"},
+        {"whitespace only: no chunks", "   ", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        chunks_joined(cases[i].text, fits_words, &words, got, sizeof got);
+        CHECK(!strcmp(got, cases[i].want), cases[i].what, "got \"%s\", want \"%s\"", got, cases[i].want);
+    }
+    size_t bytes = 10;
+    chunks_joined("abcdefghijklmnopqrstuvwxy", fits_bytes, &bytes, got, sizeof got);
+    CHECK(!strcmp(got, "abcdefghij | klmnopqrst | uvwxy"), "no whitespace: a hard cut at the limit", "got %s", got);
+    bytes = 7; /* 3 bytes a character: 2 fit */
+    chunks_joined("\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\xe3\x81\xae", fits_bytes, &bytes, got, sizeof got);
+    CHECK(!strcmp(got, "\xe6\x97\xa5\xe6\x9c\xac | \xe8\xaa\x9e\xe3\x81\xae"),
+          "a hard cut never splits a UTF-8 character", "got %s", got);
+    bytes = 2;
+    CHECK(chunks_joined("\xe6\x97\xa5", fits_bytes, &bytes, got, sizeof got) == -1,
+          "a character that does not fit on its own: -1");
+}
+
+/* Random sentences of words, commas and multibyte letters under random limits:
+ * every chunk fits, none is empty or starts/ends with whitespace, they are in order,
+ * the gaps between them are whitespace (or nothing, at a hard cut), and together
+ * they hold every non-space byte of the text. */
+static void test_chunks_random(void) {
+    static const char *const parts[] = {"a", "bb", "ccc", "dddd", ",", ";", " ", " ", " ", "\xc3\xa9", "\xe6\x97\xa5",
+                                        "  ", "\t", ":"};
+    unsigned seed = 12345;
+    int bad = 0, cases = 0;
+    char text[600], why[200] = "";
+    for (int t = 0; t < 3000 && !bad; t++) {
+        size_t o = 0;
+        int n_parts = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 120;
+        for (int k = 0; k < n_parts; k++) {
+            const char *p = parts[((seed = seed * 1103515245u + 12345u) >> 16) % (sizeof parts / sizeof *parts)];
+            size_t l = strlen(p);
+            if (o + l >= sizeof text) break;
+            memcpy(text + o, p, l);
+            o += l;
+        }
+        text[o] = 0;
+        size_t limit = 3 + ((seed = seed * 1103515245u + 12345u) >> 16) % 40;
+        int n = dmt_sentence_chunks(text, o, fits_bytes, &limit, NULL, 0);
+        if (n < 0) continue;
+        cases++;
+        dmt_span sp[600];
+        if (dmt_sentence_chunks(text, o, fits_bytes, &limit, sp, 600) != n) { bad = 1; snprintf(why, sizeof why, "count"); break; }
+        size_t prev_end = 0, covered = 0, nonspace = 0;
+        for (size_t i = 0; i < o; i++) nonspace += text[i] != ' ' && text[i] != '\t';
+        for (int i = 0; i < n && !bad; i++) {
+            const char *c = text + sp[i].start;
+            if (sp[i].len == 0 || sp[i].len > limit || c[0] == ' ' || c[0] == '\t' || c[sp[i].len - 1] == ' ' ||
+                c[sp[i].len - 1] == '\t' || sp[i].start < prev_end)
+                bad = 1;
+            for (size_t k = prev_end; k < sp[i].start; k++)
+                if (text[k] != ' ' && text[k] != '\t') bad = 1;
+            for (size_t k = 0; k < sp[i].len; k++) covered += c[k] != ' ' && c[k] != '\t';
+            if (bad) snprintf(why, sizeof why, "text \"%.80s\" limit %zu chunk %d", text, limit, i);
+            prev_end = sp[i].start + sp[i].len;
+        }
+        if (!bad && covered != nonspace) {
+            bad = 1;
+            snprintf(why, sizeof why, "text \"%.80s\": %zu of %zu non-space bytes in chunks", text, covered, nonspace);
+        }
+    }
+    CHECK(!bad && cases > 2000, "random sentences: chunks fit, are trimmed, in order, and lose no text", "%s (%d cases)",
+          why, cases);
+}
+
 int main(void) {
+    test_chunks_table();
+    test_chunks_random();
     test_table();
     test_gaps_are_whitespace();
     test_capacity();

@@ -1,8 +1,8 @@
-/* test_textsafe.c — server/textsafe.c: escaping untrusted bytes for logs and JSON,
+/* test_textsafe.c — text/textsafe.c: escaping untrusted bytes for logs and JSON,
  * and cutting strings on character boundaries. */
 #include "tests/c/check.h"
-#include "server/internal.h"
-#include "tokenizer/utf8.h"
+#include "text/textsafe.h"
+#include "base/utf8.h"
 
 #include <string.h>
 

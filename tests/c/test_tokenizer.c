@@ -3,7 +3,7 @@
  * DEEPMT_FIXTURES to the fixtures folder). */
 #include "tests/c/check.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 #include <limits.h>
 #include <pthread.h>

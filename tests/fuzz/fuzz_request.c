@@ -23,8 +23,10 @@
 #include <string.h>
 
 #include "model/config.h"
-#include "server/internal.h"
-#include "tokenizer/utf8.h"
+#include "server/api/api.h"
+#include "text/detect.h"
+#include "text/textsafe.h"
+#include "base/utf8.h"
 
 #define REQUIRE(cond, ...)                                                           \
     do {                                                                             \
@@ -188,7 +190,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dmt_api_request *r = NULL;
     if (j) {
         err[0] = 0;
-        status = dmt_api_translate_parse(&cfg, &mcfg, j, &r, err, sizeof err);
+        status = dmt_api_translate_parse(&cfg, &mcfg, NULL, j, &r, err, sizeof err);
     }
     if (status) {
         REQUIRE(!r, "a refused request was returned");

@@ -22,10 +22,11 @@
 #include <string.h>
 
 #include "model/config.h"
-#include "server/internal.h"
-#include "server/sentences.h"
+#include "text/detect.h"
+#include "text/textsafe.h"
+#include "text/sentences.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "base/utf8.h"
 
 #define REQUIRE(cond, ...)                                                        \
     do {                                                                          \

@@ -121,8 +121,8 @@ def test_spec(p):
         spec = {}
     tap.ok(st == 200 and h.get("content-type", "").startswith("application/json")
            and spec.get("openapi", "").startswith("3."), "GET /spec: an OpenAPI 3 document", f"{st} {data[:200]!r}")
-    with open(repo_path("server/openapi.json"), "rb") as f:
-        tap.ok(data == f.read(), "/spec serves server/openapi.json as built in", "")
+    with open(repo_path("server/api/openapi.json"), "rb") as f:
+        tap.ok(data == f.read(), "/spec serves server/api/openapi.json as built in", "")
     st, h, routes = ts.jreq(p, "GET", "/")
     paths = set(spec.get("paths", {}))
     want = {"/translate", "/detect", "/languages", "/suggest", "/frontend/settings", "/spec", "/health", "/ready",

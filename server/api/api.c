@@ -1,0 +1,618 @@
+/* api.c — the JSON side of the LibreTranslate-compatible API.
+ *
+ * POST /translate takes {"q": str | [str], "source": code | "auto", "target": code,
+ * "format": "text" | "html", "alternatives": n, "api_key": key} plus our engine fields
+ * beam_size, length_penalty and max_length. Form bodies arrive here already turned
+ * into a JSON object of strings (http.c), so numbers may also be digit strings.
+ * Texts are split into sentences (sentences.h); every sentence is one scheduler
+ * job; the answer puts the translated sentences back between the original gaps.
+ * With format "html" the texts are first cut into their runs of text (html.h),
+ * which then go through the same path, and are put back into the markup.
+ * docs/server.md lists the messages and status codes.
+ */
+#include "server/api/api.h"
+#include "text/detect.h"
+#include "text/textsafe.h"
+#include "base/utf8.h"
+
+#include "text/html.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_BEAM 16
+
+/* Messages quote what the client sent (a path, a language code), which may be
+ * anything: escaped to valid UTF-8, since jansson refuses anything else. NULL
+ * only when out of memory. */
+json_t *dmt_api_error(const char *fmt, ...) {
+    char msg[1024], safe[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    size_t len = n < 0 ? 0 : (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1;
+    if (n >= (int)sizeof msg) { /* cut by vsnprintf: drop the last, maybe partial, character */
+        while (len && ((unsigned char)msg[len - 1] & 0xC0) == 0x80) len--;
+        if (len && (unsigned char)msg[len - 1] >= 0xC0) len--;
+    }
+    if (dmt_utf8_validate(msg, len, NULL)) return json_pack("{s:s%}", "error", msg, len);
+    dmt_text_escape(safe, sizeof safe, msg, len, 0);
+    return json_pack("{s:s}", "error", safe);
+}
+
+json_t *dmt_api_languages(const dmt_config *mcfg) {
+    json_t *arr = json_array();
+    for (int i = 0; i < mcfg->n_languages; i++) {
+        json_t *targets = json_array();
+        for (int k = 0; k < mcfg->n_languages; k++)
+            if (k != i) json_array_append_new(targets, json_string(mcfg->languages[k].code));
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "code", mcfg->languages[i].code, "name",
+                                             mcfg->languages[i].name, "targets", targets));
+    }
+    return arr;
+}
+
+/* "en, de, fr" into buf. */
+static const char *language_list(const dmt_config *mcfg, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < mcfg->n_languages && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", mcfg->languages[i].code);
+    return buf;
+}
+
+/* An optional integer field: a JSON integer, or a string of digits (form bodies).
+ * 0 when absent, 1 with *v set, -1 with a message. */
+static int get_int(json_t *body, const char *key, long lo, long hi, long *v, char *err, size_t errlen) {
+    json_t *j = json_object_get(body, key);
+    if (!j || json_is_null(j)) return 0;
+    long x;
+    if (json_is_integer(j)) {
+        json_int_t i = json_integer_value(j);
+        x = i < lo ? lo - 1 : i > hi ? hi + 1 : (long)i;
+    } else if (json_is_string(j) && json_string_length(j) > 0 && json_string_length(j) < 12) {
+        char *end;
+        x = strtol(json_string_value(j), &end, 10);
+        if (*end) goto bad;
+    } else {
+        goto bad;
+    }
+    if (x < lo || x > hi) {
+        snprintf(err, errlen, "%s must be between %ld and %ld", key, lo, hi);
+        return -1;
+    }
+    *v = x;
+    return 1;
+bad:
+    snprintf(err, errlen, "%s must be an integer", key);
+    return -1;
+}
+
+static int get_number(json_t *body, const char *key, double lo, double hi, double *v, char *err, size_t errlen) {
+    json_t *j = json_object_get(body, key);
+    if (!j || json_is_null(j)) return 0;
+    double x;
+    if (json_is_number(j)) {
+        x = json_number_value(j);
+    } else if (json_is_string(j) && json_string_length(j) > 0 && json_string_length(j) < 32) {
+        char *end;
+        x = strtod(json_string_value(j), &end);
+        if (*end) goto bad;
+    } else {
+        goto bad;
+    }
+    if (!isfinite(x) || x < lo || x > hi) {
+        snprintf(err, errlen, "%s must be between %g and %g", key, lo, hi);
+        return -1;
+    }
+    *v = x;
+    return 1;
+bad:
+    snprintf(err, errlen, "%s must be a number", key);
+    return -1;
+}
+
+/* A required string field; NULL with a message when missing or not a string. */
+static const char *get_string(json_t *body, const char *key, int required, char *err, size_t errlen) {
+    json_t *j = json_object_get(body, key);
+    if (!j || json_is_null(j)) {
+        if (required) snprintf(err, errlen, "Invalid request: missing %s parameter", key);
+        return NULL;
+    }
+    if (!json_is_string(j)) {
+        snprintf(err, errlen, "%s must be a string", key);
+        return NULL;
+    }
+    return json_string_value(j);
+}
+
+static size_t count_chars(const char *s, size_t len) {
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) n += ((unsigned char)s[i] & 0xC0) != 0x80;
+    return n;
+}
+
+int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key) {
+    if (!key) return 0;
+    size_t kl = strlen(key);
+    int ok = 0;
+    for (int i = 0; i < cfg->n_api_keys; i++) {
+        const char *k = cfg->api_keys[i];
+        size_t l = strlen(k);
+        unsigned diff = (unsigned)(l ^ kl);
+        for (size_t j = 0; j < l; j++) diff |= (unsigned char)k[j] ^ (unsigned char)(j < kl ? key[j] : 0);
+        ok |= diff == 0;
+    }
+    return ok;
+}
+
+/* Allocates the per-text arrays for n texts. 0, or -1 out of memory. */
+static int alloc_texts(dmt_api_request *r, int n) {
+    r->n_texts = n;
+    r->texts = calloc((size_t)n + 1, sizeof *r->texts);
+    r->lens = calloc((size_t)n + 1, sizeof *r->lens);
+    r->first = calloc((size_t)n + 1, sizeof *r->first);
+    r->count = calloc((size_t)n + 1, sizeof *r->count);
+    r->detected = calloc((size_t)n + 1, sizeof *r->detected);
+    r->confidence = calloc((size_t)n + 1, sizeof *r->confidence);
+    return r->texts && r->lens && r->first && r->count && r->detected && r->confidence ? 0 : -1;
+}
+
+/* Collects q into r->texts / r->lens. 0, or 400 with a message. */
+static int read_q(dmt_api_request *r, json_t *q, char *err, size_t errlen) {
+    if (!q || json_is_null(q)) {
+        snprintf(err, errlen, "Invalid request: missing q parameter");
+        return 400;
+    }
+    r->is_array = json_is_array(q);
+    if (!r->is_array && !json_is_string(q)) {
+        snprintf(err, errlen, "q must be a string or an array of strings");
+        return 400;
+    }
+    if (alloc_texts(r, r->is_array ? (int)json_array_size(q) : 1)) {
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    for (int t = 0; t < r->n_texts; t++) {
+        json_t *s = r->is_array ? json_array_get(q, (size_t)t) : q;
+        if (!json_is_string(s)) {
+            snprintf(err, errlen, "q[%d] must be a string", t);
+            return 400;
+        }
+        r->texts[t] = json_string_value(s);
+        r->lens[t] = json_string_length(s);
+        if (memchr(r->texts[t], 0, r->lens[t])) {
+            snprintf(err, errlen, "q%s contains a NUL character", r->is_array ? "[]" : "");
+            return 400;
+        }
+    }
+    return 0;
+}
+
+/* fits(): a piece of a sentence is short enough for the model at once. */
+static int fits_model(void *arg, const char *text, size_t len) {
+    const dmt_model *m = arg;
+    int k = dmt_translate_source_pieces(m, text, len);
+    return k >= 0 && k <= dmt_translate_chunk_tokens(m);
+}
+
+/* The jobs of one sentence: itself, or the chunks of one too long for the model
+ * (text/sentences.h), never a refusal. Spans are relative to text; returns how
+ * many (written when out is not NULL). */
+static int sentence_jobs(const dmt_model *model, const char *text, dmt_span s, dmt_span *out) {
+    int n = model ? dmt_sentence_chunks(text + s.start, s.len, fits_model, (void *)model, NULL, 0) : 1;
+    if (n <= 1) { /* fits, or cannot be cut (dmt_translate will say why) */
+        if (out) out[0] = s;
+        return 1;
+    }
+    if (out) {
+        dmt_sentence_chunks(text + s.start, s.len, fits_model, (void *)model, out, n);
+        for (int i = 0; i < n; i++) out[i].start += s.start;
+    }
+    return n;
+}
+
+/* Splits every text into sentences and those into jobs (a sentence too long for
+ * the model becomes several, see sentence_jobs); fills spans/first/count. The
+ * limits count characters and sentences, never a sentence's length. 0, or 413 /
+ * 500 with a message. */
+static int split_texts(dmt_api_request *r, const dmt_server_config *cfg, const dmt_model *model, char *err,
+                       size_t errlen) {
+    size_t chars = 0;
+    long sentences = 0, total = 0;
+    for (int t = 0; t < r->n_texts; t++) chars += count_chars(r->texts[t], r->lens[t]);
+    if (chars > (size_t)cfg->max_chars) {
+        snprintf(err, errlen, "text too long: %zu characters, limit %d", chars, cfg->max_chars);
+        return 413;
+    }
+    int *n_sent = calloc((size_t)r->n_texts + 1, sizeof *n_sent);
+    if (!n_sent) goto oom;
+    for (int t = 0; t < r->n_texts; t++) sentences += n_sent[t] = dmt_sentences_split(r->texts[t], r->lens[t], NULL, 0);
+    if (sentences > cfg->max_sentences) {
+        free(n_sent);
+        snprintf(err, errlen, "too many sentences: %ld, limit %d", sentences, cfg->max_sentences);
+        return 413;
+    }
+    dmt_span *sent = calloc((size_t)sentences + 1, sizeof *sent);
+    if (!sent) goto oom;
+    for (int t = 0, o = 0; t < r->n_texts; o += n_sent[t++]) dmt_sentences_split(r->texts[t], r->lens[t], sent + o, n_sent[t]);
+    for (int t = 0, o = 0; t < r->n_texts; o += n_sent[t++]) {
+        r->first[t] = (int)total;
+        r->count[t] = 0;
+        for (int i = 0; i < n_sent[t]; i++) r->count[t] += sentence_jobs(model, r->texts[t], sent[o + i], NULL);
+        total += r->count[t];
+    }
+    r->n_sentences = (int)total;
+    r->spans = calloc((size_t)total + 1, sizeof *r->spans);
+    if (!r->spans) {
+        free(sent);
+        goto oom;
+    }
+    for (int t = 0, o = 0; t < r->n_texts; o += n_sent[t++])
+        for (int i = 0, k = r->first[t]; i < n_sent[t]; i++)
+            k += sentence_jobs(model, r->texts[t], sent[o + i], r->spans + k);
+    free(sent);
+    free(n_sent);
+    return 0;
+oom:
+    free(n_sent);
+    snprintf(err, errlen, "out of memory");
+    return 500;
+}
+
+/* Decoding options from the config's defaults and the request's engine fields. */
+static int read_options(dmt_api_request *r, const dmt_server_config *cfg, const dmt_config *mcfg, json_t *body,
+                        char *err, size_t errlen) {
+    dmt_beam_options o = dmt_beam_options_default(mcfg);
+    long v;
+    double d;
+    int rc;
+    if ((rc = get_int(body, "alternatives", 0, cfg->max_alternatives, &v, err, errlen)) < 0) return 400;
+    if (rc) r->alternatives = (int)v;
+    if ((rc = get_int(body, "beam_size", 1, MAX_BEAM, &v, err, errlen)) < 0) return 400;
+    if (rc) o.beam_size = (int)v;
+    if ((rc = get_number(body, "length_penalty", 0.0, 10.0, &d, err, errlen)) < 0) return 400;
+    if (rc) o.length_penalty = (float)d;
+    long max_len = mcfg->max_positions > 2 ? mcfg->max_positions - 2 : 1;
+    if ((rc = get_int(body, "max_length", 1, max_len, &v, err, errlen)) < 0) return 400;
+    if (rc) {
+        o.max_len_a = 0;
+        o.max_len_b = (int)v;
+        if (o.min_len > (int)v) o.min_len = (int)v;
+    }
+    o.nbest = r->alternatives + 1;
+    if (o.beam_size < o.nbest) o.beam_size = o.nbest;
+    if (dmt_beam_options_check(&o, err, errlen) != 0) return 400;
+    r->work.opt = o;
+    return 0;
+}
+
+/* format "html": the documents move to docs[], texts[] become their runs of text.
+ * The character limit counts the documents as sent (markup included); the
+ * language is detected on each document's text, not its markup. */
+static int html_to_runs(dmt_api_request *r, const dmt_server_config *cfg, const dmt_config *mcfg, int detect,
+                        char *err, size_t errlen) {
+    size_t chars = 0;
+    for (int t = 0; t < r->n_texts; t++) chars += count_chars(r->texts[t], r->lens[t]);
+    if (chars > (size_t)cfg->max_chars) {
+        snprintf(err, errlen, "text too long: %zu characters, limit %d", chars, cfg->max_chars);
+        return 413;
+    }
+    r->html = dmt_html_prepare(r->texts, r->lens, r->n_texts, cfg->max_sentences, err, errlen);
+    if (!r->html) return strstr(err, "memory") ? 500 : 413;
+    r->n_docs = r->n_texts;
+    r->docs = r->texts;
+    r->doc_lens = r->lens;
+    r->doc_detected = r->detected;
+    r->doc_confidence = r->confidence;
+    free(r->first);
+    free(r->count);
+    r->texts = NULL;
+    r->lens = NULL;
+    r->first = r->count = NULL;
+    r->detected = NULL;
+    r->confidence = NULL;
+    int n = dmt_html_segment_count(r->html);
+    if (alloc_texts(r, n)) {
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    for (int i = 0; i < n; i++) r->texts[i] = dmt_html_segment(r->html, i, &r->lens[i]);
+    if (detect) {
+        for (int d = 0; d < r->n_docs; d++) {
+            int f, c;
+            size_t len = 0;
+            dmt_html_range(r->html, d, &f, &c);
+            for (int i = f; i < f + c; i++) len += r->lens[i] + 1;
+            char *joined = malloc(len + 1);
+            if (!joined) {
+                snprintf(err, errlen, "out of memory");
+                return 500;
+            }
+            len = 0;
+            for (int i = f; i < f + c; i++) {
+                memcpy(joined + len, r->texts[i], r->lens[i]);
+                len += r->lens[i];
+                joined[len++] = '\n';
+            }
+            r->doc_detected[d] = dmt_detect_language(mcfg, joined, len, &r->doc_confidence[d]);
+            free(joined);
+        }
+    }
+    return 0;
+}
+
+int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg, const dmt_model *model, json_t *body,
+                            dmt_api_request **out, char *err, size_t errlen) {
+    char langs[1024];
+    int status = 0;
+    *out = NULL;
+    dmt_api_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        json_decref(body);
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    r->body = body;
+    if (!json_is_object(body)) {
+        snprintf(err, errlen, "the request body must be a JSON object");
+        status = 400;
+        goto fail;
+    }
+    if (cfg->n_api_keys > 0) {
+        json_t *k = json_object_get(body, "api_key");
+        if (!dmt_api_key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) {
+            snprintf(err, errlen, "Invalid API key");
+            status = 403;
+            goto fail;
+        }
+    }
+    if ((status = read_q(r, json_object_get(body, "q"), err, errlen))) goto fail;
+    const char *source = get_string(body, "source", 1, err, errlen);
+    if (!source) {
+        status = 400;
+        goto fail;
+    }
+    if (strcmp(source, "auto") && !dmt_config_language(mcfg, source)) {
+        snprintf(err, errlen, "source language '%.*s' is not supported; supported: auto, %s",
+                 (int)dmt_text_clip(source, strlen(source), 32), source, language_list(mcfg, langs, sizeof langs));
+        status = 400;
+        goto fail;
+    }
+    const char *target = get_string(body, "target", 1, err, errlen);
+    if (!target) {
+        status = 400;
+        goto fail;
+    }
+    const dmt_language *tl = dmt_config_language(mcfg, target);
+    if (!tl) {
+        snprintf(err, errlen, "target language '%.*s' is not supported; supported: %s",
+                 (int)dmt_text_clip(target, strlen(target), 32), target, language_list(mcfg, langs, sizeof langs));
+        status = 400;
+        goto fail;
+    }
+    err[0] = 0;
+    const char *format = get_string(body, "format", 0, err, errlen);
+    if (err[0]) {
+        status = 400;
+        goto fail;
+    }
+    if (format && strcmp(format, "text") && strcmp(format, "html")) {
+        snprintf(err, errlen, "format must be \"text\" or \"html\"");
+        status = 400;
+        goto fail;
+    }
+    if ((status = read_options(r, cfg, mcfg, body, err, errlen))) goto fail;
+    r->same_language = !strcmp(source, target);
+    if (format && !strcmp(format, "html")) {
+        if (r->alternatives > 0) {
+            snprintf(err, errlen, "alternatives are not available with format html");
+            status = 400;
+            goto fail;
+        }
+        if ((status = html_to_runs(r, cfg, mcfg, !strcmp(source, "auto"), err, errlen))) goto fail;
+    } else if (!strcmp(source, "auto")) {
+        for (int t = 0; t < r->n_texts; t++)
+            r->detected[t] = dmt_detect_language(mcfg, r->texts[t], r->lens[t], &r->confidence[t]);
+    }
+    if ((status = split_texts(r, cfg, model, err, errlen))) goto fail;
+    if (!r->same_language && r->n_sentences > 0) {
+        r->work.jobs = calloc((size_t)r->n_sentences, sizeof *r->work.jobs);
+        if (!r->work.jobs) {
+            snprintf(err, errlen, "out of memory");
+            status = 500;
+            goto fail;
+        }
+        r->work.n_jobs = r->n_sentences;
+        for (int t = 0; t < r->n_texts; t++) {
+            for (int i = 0; i < r->count[t]; i++) {
+                dmt_job *j = &r->work.jobs[r->first[t] + i];
+                const dmt_span *sp = &r->spans[r->first[t] + i];
+                j->text = r->texts[t] + sp->start;
+                j->len = sp->len;
+                j->target_id = tl->id; /* the scheduler measures its cost (pieces, beam, max length) */
+            }
+        }
+    }
+    *out = r;
+    return 0;
+fail:
+    dmt_api_request_free(r);
+    return status;
+}
+
+void dmt_api_request_free(dmt_api_request *r) {
+    if (!r) return;
+    for (int i = 0; i < r->work.n_jobs; i++) dmt_translate_output_clear(&r->work.jobs[i].out);
+    free(r->work.jobs);
+    free(r->texts);
+    free(r->lens);
+    free(r->first);
+    free(r->count);
+    free(r->spans);
+    free(r->detected);
+    free(r->confidence);
+    dmt_html_free(r->html);
+    free(r->docs);
+    free(r->doc_lens);
+    free(r->doc_detected);
+    free(r->doc_confidence);
+    json_decref(r->body);
+    free(r);
+}
+
+/* Text t with each sentence replaced by its hypothesis k (the best when a sentence
+ * has fewer). A json string, or NULL when out of memory. */
+static json_t *assemble(const dmt_api_request *r, int t, int k) {
+    const char *text = r->texts[t];
+    size_t cap = 1, pos = 0, o = 0;
+    const dmt_job *jobs = r->work.jobs + r->first[t];
+    const dmt_span *sp = r->spans + r->first[t];
+    for (int i = 0; i < r->count[t]; i++) {
+        const dmt_translate_output *out = &jobs[i].out;
+        cap += sp[i].start - pos + strlen(out->texts[k < out->n ? k : 0]);
+        pos = sp[i].start + sp[i].len;
+    }
+    cap += r->lens[t] - pos;
+    char *buf = malloc(cap);
+    if (!buf) return NULL;
+    pos = 0;
+    for (int i = 0; i < r->count[t]; i++) {
+        const dmt_translate_output *out = &jobs[i].out;
+        const char *tr = out->texts[k < out->n ? k : 0];
+        size_t l = strlen(tr);
+        memcpy(buf + o, text + pos, sp[i].start - pos);
+        o += sp[i].start - pos;
+        memcpy(buf + o, tr, l);
+        o += l;
+        pos = sp[i].start + sp[i].len;
+    }
+    memcpy(buf + o, text + pos, r->lens[t] - pos);
+    o += r->lens[t] - pos;
+    json_t *s = json_stringn(buf, o);
+    free(buf);
+    return s;
+}
+
+/* The alternatives of text t: hypotheses 1.. assembled, without duplicates and
+ * without the main translation, at most r->alternatives. */
+static json_t *alternatives_of(const dmt_api_request *r, int t, json_t *main_text) {
+    json_t *alts = json_array();
+    int most = 0;
+    for (int i = 0; i < r->count[t]; i++)
+        if (r->work.jobs[r->first[t] + i].out.n > most) most = r->work.jobs[r->first[t] + i].out.n;
+    for (int k = 1; k < most && (int)json_array_size(alts) < r->alternatives; k++) {
+        json_t *a = assemble(r, t, k);
+        int dup = !a || json_equal(a, main_text);
+        for (size_t i = 0; !dup && i < json_array_size(alts); i++) dup = json_equal(a, json_array_get(alts, i));
+        if (dup) json_decref(a);
+        else json_array_append_new(alts, a);
+    }
+    return alts;
+}
+
+/* format "html": the translated runs (runs, stolen) put back into each document;
+ * a json array with one string a document, or NULL when out of memory. */
+static json_t *html_documents(const dmt_api_request *r, json_t *runs) {
+    size_t n = json_array_size(runs);
+    const char **tr = calloc(n + 1, sizeof *tr);
+    size_t *lens = calloc(n + 1, sizeof *lens);
+    json_t *docs = json_array();
+    for (size_t i = 0; tr && lens && i < n; i++) {
+        tr[i] = json_string_value(json_array_get(runs, i));
+        lens[i] = json_string_length(json_array_get(runs, i));
+    }
+    for (int d = 0; tr && lens && docs && d < r->n_docs; d++) {
+        size_t len;
+        char *s = r->same_language ? NULL : dmt_html_render(r->html, d, tr, lens, &len);
+        json_t *j = r->same_language ? json_stringn(r->docs[d], r->doc_lens[d]) : s ? json_stringn(s, len) : NULL;
+        free(s);
+        if (!j || json_array_append_new(docs, j)) {
+            json_decref(docs);
+            docs = NULL;
+        }
+    }
+    if (!tr || !lens) {
+        json_decref(docs);
+        docs = NULL;
+    }
+    free(tr);
+    free(lens);
+    json_decref(runs);
+    return docs;
+}
+
+json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
+    if (atomic_load(&r->work.cancelled)) {
+        *status = 503;
+        return dmt_api_error("the server is shutting down");
+    }
+    if (atomic_load(&r->work.disconnected)) { /* nobody reads it: the client is gone */
+        *status = 499;
+        return dmt_api_error("the client went away");
+    }
+    if (atomic_load(&r->work.timed_out)) {
+        *status = 503;
+        return dmt_api_error("the request waited too long in the queue; try again later");
+    }
+    for (int i = 0; i < r->work.n_jobs; i++) {
+        const dmt_job *j = &r->work.jobs[i];
+        if (j->out.error[0] || !j->out.texts || j->out.n < 1) {
+            int t = 0;
+            while (t + 1 < r->n_texts && r->first[t + 1] <= i) t++;
+            *status = j->internal_error ? 500 : strstr(j->out.error, "too long") ? 413 : 400;
+            if (r->is_array)
+                return dmt_api_error("q[%d], sentence %d: %s", t, i - r->first[t] + 1,
+                                     j->out.error[0] ? j->out.error : "no translation");
+            return dmt_api_error("sentence %d: %s", i - r->first[t] + 1, j->out.error[0] ? j->out.error : "no translation");
+        }
+    }
+    json_t *texts = json_array(), *alts = json_array();
+    for (int t = 0; t < r->n_texts; t++) {
+        json_t *s = r->same_language || r->count[t] == 0 ? json_stringn(r->texts[t], r->lens[t]) : assemble(r, t, 0);
+        if (!s) {
+            json_decref(texts);
+            json_decref(alts);
+            *status = 500;
+            return dmt_api_error("out of memory");
+        }
+        json_array_append_new(texts, s);
+        if (r->alternatives > 0)
+            json_array_append_new(alts, r->same_language || r->count[t] == 0 ? json_array() : alternatives_of(r, t, s));
+    }
+    if (r->html && !(texts = html_documents(r, texts))) {
+        json_decref(alts);
+        *status = 500;
+        return dmt_api_error("out of memory");
+    }
+    json_t *res = json_object();
+    if (r->is_array) {
+        json_object_set_new(res, "translatedText", texts);
+        if (r->alternatives > 0) json_object_set_new(res, "alternatives", alts);
+        else json_decref(alts);
+    } else {
+        json_object_set(res, "translatedText", json_array_get(texts, 0));
+        if (r->alternatives > 0) json_object_set(res, "alternatives", json_array_get(alts, 0));
+        json_decref(texts);
+        json_decref(alts);
+    }
+    /* source "auto": {"language", "confidence"} (an array of them for an array q) */
+    int any = 0, n = r->html ? r->n_docs : r->n_texts;
+    const char **detected = r->html ? r->doc_detected : r->detected;
+    const double *confidence = r->html ? r->doc_confidence : r->confidence;
+    for (int t = 0; t < n; t++) any |= detected[t] != NULL;
+    if (any) {
+        json_t *det = json_array();
+        for (int t = 0; t < n; t++)
+            json_array_append_new(det, detected[t] ? json_pack("{s:f, s:s}", "confidence", confidence[t],
+                                                               "language", detected[t])
+                                                   : json_null());
+        json_object_set(res, "detectedLanguage", r->is_array ? det : json_array_get(det, 0));
+        json_decref(det);
+    }
+    *status = 200;
+    return res;
+}

@@ -1,0 +1,464 @@
+/* files.c — /translate_file and /download_file (files.h). */
+#include "server/api/files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libxml/parser.h>
+
+#include "text/documents.h"
+
+#define FILES_KEEP_SECONDS 1800   /* a result can be fetched for 30 minutes */
+#define FILES_MAX_STORED 1000     /* results kept at once; the oldest goes first */
+#define FILES_MAX_BYTES (512u << 20)
+#define FIELD_MAX 256             /* source, target, api_key */
+#define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
+
+typedef struct {
+    char id[33];
+    char name[128];
+    size_t size;
+    time_t expires;
+} stored;
+
+struct dmt_files {
+    char dir[256];
+    pthread_mutex_t mu;
+    stored *items;             /* oldest first */
+    int n;
+    size_t bytes;
+    /* the parser thread: documents are parsed here, never on an HTTP thread */
+    pthread_t parser;
+    int parser_started;
+    pthread_mutex_t qmu;
+    pthread_cond_t qcond;      /* a job queued, or stop */
+    dmt_file_job *head, *tail; /* waiting to be parsed, oldest first */
+    int queued, stop;
+};
+
+struct dmt_file_job {
+    dmt_doc *doc;
+    char *data;                /* the upload; the document borrows it */
+    size_t len;
+    char name[128];            /* the upload's file name, made safe */
+    char source[FIELD_MAX], target[FIELD_MAX], api_key[FIELD_MAX];
+    int has_api_key;
+    /* parsing (the parser thread) */
+    dmt_file_job *next;
+    void (*parsed)(void *arg);
+    void *parsed_arg;
+    int status;                /* 0, or the HTTP status of a refusal (message in err) */
+    char err[512];
+};
+
+static void parse_job(dmt_file_job *job);
+
+/* The parser thread: parses queued documents one at a time (their memory is then
+ * bounded by one document's), then calls back so that the HTTP side resumes. */
+static void *parser_main(void *arg) {
+    dmt_files *fs = arg;
+    pthread_mutex_lock(&fs->qmu);
+    for (;;) {
+        while (!fs->head && !fs->stop) pthread_cond_wait(&fs->qcond, &fs->qmu);
+        if (!fs->head) break; /* stop, and nothing left */
+        dmt_file_job *job = fs->head;
+        fs->head = job->next;
+        if (!fs->head) fs->tail = NULL;
+        fs->queued--;
+        pthread_mutex_unlock(&fs->qmu);
+        parse_job(job);
+        job->parsed(job->parsed_arg); /* job may be freed from here on */
+        pthread_mutex_lock(&fs->qmu);
+    }
+    pthread_mutex_unlock(&fs->qmu);
+    return NULL;
+}
+
+dmt_files *dmt_files_new(char *err, size_t errlen) {
+    xmlInitParser(); /* once, before HTTP threads use libxml2 */
+    dmt_files *fs = calloc(1, sizeof *fs);
+    if (!fs) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    const char *tmp = getenv("TMPDIR");
+    snprintf(fs->dir, sizeof fs->dir, "%s/deepmt-files-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+    fs->items = calloc(FILES_MAX_STORED, sizeof *fs->items);
+    if (!fs->items || !mkdtemp(fs->dir)) {
+        snprintf(err, errlen, "cannot create a folder for translated files in %s: %s", tmp && *tmp ? tmp : "/tmp",
+                 strerror(errno));
+        free(fs->items);
+        free(fs);
+        return NULL;
+    }
+    pthread_mutex_init(&fs->mu, NULL);
+    pthread_mutex_init(&fs->qmu, NULL);
+    pthread_cond_init(&fs->qcond, NULL);
+    if (pthread_create(&fs->parser, NULL, parser_main, fs)) {
+        snprintf(err, errlen, "cannot start the document parser thread");
+        dmt_files_free(fs);
+        return NULL;
+    }
+    fs->parser_started = 1;
+    return fs;
+}
+
+void dmt_files_stop_parsing(dmt_files *fs) {
+    if (!fs || !fs->parser_started) return;
+    pthread_mutex_lock(&fs->qmu);
+    fs->stop = 1;
+    pthread_cond_broadcast(&fs->qcond);
+    pthread_mutex_unlock(&fs->qmu);
+    pthread_join(fs->parser, NULL); /* it finishes what is queued first */
+    fs->parser_started = 0;
+}
+
+int dmt_files_parse_async(dmt_files *fs, dmt_file_job *job, void (*parsed)(void *arg), void *arg, char *err,
+                          size_t errlen) {
+    job->parsed = parsed;
+    job->parsed_arg = arg;
+    job->next = NULL;
+    pthread_mutex_lock(&fs->qmu);
+    int rc = 0;
+    if (fs->stop || !fs->parser_started) {
+        snprintf(err, errlen, "the server is shutting down");
+        rc = 503;
+    } else if (fs->queued >= FILES_MAX_PARSE_QUEUE) {
+        snprintf(err, errlen, "too many requests: %d documents are waiting to be read; try again shortly",
+                 fs->queued);
+        rc = 429;
+    } else {
+        if (fs->tail) fs->tail->next = job;
+        else fs->head = job;
+        fs->tail = job;
+        fs->queued++;
+        pthread_cond_signal(&fs->qcond);
+    }
+    pthread_mutex_unlock(&fs->qmu);
+    return rc;
+}
+
+static void path_of(const dmt_files *fs, const char *id, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", fs->dir, id);
+}
+
+/* Drops item i (file and entry). Caller holds mu. */
+static void drop(dmt_files *fs, int i) {
+    char path[320];
+    path_of(fs, fs->items[i].id, path, sizeof path);
+    unlink(path);
+    fs->bytes -= fs->items[i].size;
+    memmove(fs->items + i, fs->items + i + 1, (size_t)(fs->n - i - 1) * sizeof *fs->items);
+    fs->n--;
+}
+
+static void expire(dmt_files *fs, time_t now) {
+    while (fs->n && fs->items[0].expires <= now) drop(fs, 0);
+}
+
+void dmt_files_free(dmt_files *fs) {
+    if (!fs) return;
+    dmt_files_stop_parsing(fs);
+    pthread_mutex_destroy(&fs->qmu);
+    pthread_cond_destroy(&fs->qcond);
+    pthread_mutex_lock(&fs->mu);
+    while (fs->n) drop(fs, 0);
+    pthread_mutex_unlock(&fs->mu);
+    /* anything else left (a write cut short) goes too */
+    DIR *d = opendir(fs->dir);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            if (e->d_name[0] == '.') continue;
+            char path[600];
+            snprintf(path, sizeof path, "%s/%s", fs->dir, e->d_name);
+            unlink(path);
+        }
+        closedir(d);
+    }
+    rmdir(fs->dir);
+    pthread_mutex_destroy(&fs->mu);
+    free(fs->items);
+    free(fs);
+}
+
+/* ---- the upload ---- */
+
+typedef struct {
+    dmt_file_job *job;
+    size_t cap;
+    int has_file;
+    int too_long;
+    int oom;
+} upload;
+
+static void field_append(char *dst, const char *data, uint64_t off, size_t size, int *too_long) {
+    if (off + size >= FIELD_MAX) {
+        *too_long = 1;
+        return;
+    }
+    memcpy(dst + off, data, size);
+    dst[off + size] = 0;
+}
+
+static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                                    const char *content_type, const char *encoding, const char *data, uint64_t off,
+                                    size_t size) {
+    upload *u = cls;
+    if (!key) return MHD_YES;
+    if (!strcmp(key, "file")) {
+        if (off == 0) {
+            u->has_file = 1;
+            u->job->len = 0;
+            /* only the base name, only harmless characters */
+            const char *base = filename ? filename : "file";
+            const char *slash = strrchr(base, '/');
+            if (slash) base = slash + 1;
+            slash = strrchr(base, '\\');
+            if (slash) base = slash + 1;
+            size_t o = 0;
+            for (const char *c = base; *c && o + 1 < sizeof u->job->name; c++)
+                u->job->name[o++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+                                            *c == '.' || *c == '-' || *c == '_'
+                                        ? *c
+                                        : '_';
+            u->job->name[o] = 0;
+        }
+        if (u->job->len + size > u->cap) { /* cannot happen: the upload is inside the body */
+            u->oom = 1;
+            return MHD_NO;
+        }
+        if (size) memcpy(u->job->data + u->job->len, data, size);
+        u->job->len += size;
+    } else if (!strcmp(key, "source")) {
+        field_append(u->job->source, data, off, size, &u->too_long);
+    } else if (!strcmp(key, "target")) {
+        field_append(u->job->target, data, off, size, &u->too_long);
+    } else if (!strcmp(key, "api_key")) {
+        u->job->has_api_key = 1;
+        field_append(u->job->api_key, data, off, size, &u->too_long);
+    }
+    return MHD_YES;
+}
+
+int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *body, size_t len, dmt_file_job **jobp,
+                      char *err, size_t errlen) {
+    (void)fs;
+    *jobp = NULL;
+    const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!type || strncasecmp(type, "multipart/form-data", 19)) {
+        snprintf(err, errlen, "translate_file expects a multipart/form-data body with a file field");
+        return 400;
+    }
+    dmt_file_job *job = calloc(1, sizeof *job);
+    upload u = {.job = job, .cap = len};
+    if (!job || !(job->data = malloc(len + 1))) {
+        free(job);
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    struct MHD_PostProcessor *pp = MHD_create_post_processor(conn, 64 * 1024, upload_field, &u);
+    enum MHD_Result ok = pp ? MHD_post_process(pp, body ? body : "", len) : MHD_NO;
+    if (pp) MHD_destroy_post_processor(pp);
+    int status = 400;
+    if (ok != MHD_YES || u.oom) {
+        snprintf(err, errlen, "malformed multipart body");
+        goto fail;
+    }
+    if (u.too_long) {
+        snprintf(err, errlen, "source, target and api_key must be shorter than %d bytes", FIELD_MAX);
+        goto fail;
+    }
+    if (!u.has_file) {
+        snprintf(err, errlen, "Invalid request: missing file parameter");
+        goto fail;
+    }
+    if (dmt_doc_kind_of(job->name) < 0) {
+        snprintf(err, errlen, "file type not supported: '%.64s'; supported: .txt, .html, .htm, .srt, .docx, .odt",
+                 job->name);
+        goto fail;
+    }
+    if (job->len == 0) {
+        snprintf(err, errlen, "the file is empty");
+        goto fail;
+    }
+    *jobp = job;
+    return 0;
+fail:
+    dmt_file_job_free(job);
+    return status;
+}
+
+const char *dmt_file_job_api_key(const dmt_file_job *job) { return job->has_api_key ? job->api_key : NULL; }
+
+/* On the parser thread: the document, its texts checked. */
+static void parse_job(dmt_file_job *job) {
+    job->doc = dmt_doc_open((dmt_doc_kind)dmt_doc_kind_of(job->name), job->data, job->len, job->err,
+                            sizeof job->err);
+    if (!job->doc) {
+        const char *e = job->err;
+        job->status = strstr(e, "out of memory") ? 500 : strncmp(e, "refused", 7) && !strstr(e, "limit") ? 400 : 413;
+    }
+}
+
+int dmt_file_job_request(dmt_file_job *job, json_t **request, char *err, size_t errlen) {
+    *request = NULL;
+    if (job->status) {
+        snprintf(err, errlen, "%s", job->err);
+        return job->status;
+    }
+    json_t *q = json_array(), *req = json_object();
+    for (int i = 0; i < dmt_doc_count(job->doc); i++) {
+        size_t l;
+        const char *t = dmt_doc_text(job->doc, i, &l);
+        json_array_append_new(q, json_stringn(t, l));
+    }
+    json_object_set_new(req, "q", q);
+    if (job->source[0]) json_object_set_new(req, "source", json_string(job->source));
+    if (job->target[0]) json_object_set_new(req, "target", json_string(job->target));
+    if (job->has_api_key) json_object_set_new(req, "api_key", json_string(job->api_key));
+    if (dmt_doc_is_html(job->doc)) json_object_set_new(req, "format", json_string("html"));
+    if (json_array_size(q) != (size_t)dmt_doc_count(job->doc)) { /* a text jansson refused: not UTF-8 */
+        json_decref(req);
+        snprintf(err, errlen, "the file's text is not valid UTF-8");
+        return 400;
+    }
+    *request = req;
+    return 0;
+}
+
+void dmt_file_job_free(dmt_file_job *job) {
+    if (!job) return;
+    dmt_doc_free(job->doc);
+    free(job->data);
+    free(job);
+}
+
+/* ---- the result ---- */
+
+static void random_id(char id[33]) {
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t r = getrandom(b + got, sizeof b - got, 0);
+        if (r > 0) got += (size_t)r;
+        else if (errno != EINTR) break;
+    }
+    if (got < sizeof b) { /* no entropy source: still unique, less secret */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        for (size_t i = got; i < sizeof b; i++) b[i] = (unsigned char)(ts.tv_nsec >> (i % 4 * 8) ^ (long)i * 131);
+    }
+    for (int i = 0; i < 16; i++) snprintf(id + 2 * i, 3, "%02x", b[i]);
+}
+
+json_t *dmt_files_finish(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, json_t *result,
+                         int result_status, int *status) {
+    if (result_status != 200) { /* the translate error as it is */
+        *status = result_status;
+        return result;
+    }
+    json_t *texts = json_object_get(result, "translatedText");
+    size_t n = json_array_size(texts);
+    const char **tr = calloc(n + 1, sizeof *tr);
+    size_t *tl = calloc(n + 1, sizeof *tl);
+    char err[512] = "", path[320], id[33];
+    json_t *answer = NULL;
+    *status = 500;
+    if (!tr || !tl || n != (size_t)dmt_doc_count(job->doc)) {
+        snprintf(err, sizeof err, !tr || !tl ? "out of memory" : "internal error: %zu translations for %d texts", n,
+                 dmt_doc_count(job->doc));
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        tr[i] = json_string_value(json_array_get(texts, i));
+        tl[i] = json_string_length(json_array_get(texts, i));
+    }
+    random_id(id);
+    path_of(fs, id, path, sizeof path);
+    if (dmt_doc_write(job->doc, tr, tl, path, err, sizeof err)) {
+        unlink(path);
+        goto out;
+    }
+    struct stat st;
+    size_t size = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+    pthread_mutex_lock(&fs->mu);
+    expire(fs, time(NULL));
+    while (fs->n && (fs->n >= FILES_MAX_STORED || fs->bytes + size > FILES_MAX_BYTES)) drop(fs, 0);
+    stored *s = &fs->items[fs->n++];
+    snprintf(s->id, sizeof s->id, "%s", id);
+    snprintf(s->name, sizeof s->name, "%s", job->name);
+    s->size = size;
+    s->expires = time(NULL) + FILES_KEEP_SECONDS;
+    fs->bytes += size;
+    pthread_mutex_unlock(&fs->mu);
+    /* an absolute URL, as LibreTranslate gives: the host the client asked */
+    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+    const char *proto = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-Proto");
+    char url[768];
+    snprintf(url, sizeof url, "%s://%.200s/download_file/%s/%s", proto && !strcmp(proto, "https") ? "https" : "http",
+             host && *host && !strpbrk(host, "/ \"<>\\") ? host : "localhost", id, job->name);
+    answer = json_pack("{s:s}", "translatedFileUrl", url);
+    *status = 200;
+out:
+    free(tr);
+    free(tl);
+    json_decref(result);
+    return answer ? answer : json_pack("{s:s}", "error", err[0] ? err : "out of memory");
+}
+
+static const char *type_of(const char *name) {
+    static const struct { const char *ext, *type; } types[] = {
+        {".txt", "text/plain; charset=utf-8"}, {".html", "text/html; charset=utf-8"},
+        {".htm", "text/html; charset=utf-8"}, {".srt", "application/x-subrip; charset=utf-8"},
+        {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
+        {".odt", "application/vnd.oasis.opendocument.text"},
+    };
+    const char *dot = strrchr(name, '.');
+    for (size_t i = 0; dot && i < sizeof types / sizeof *types; i++)
+        if (!strcasecmp(dot, types[i].ext)) return types[i].type;
+    return "application/octet-stream";
+}
+
+int dmt_files_get(dmt_files *fs, const char *rest, char **data, size_t *len, char *name, size_t name_len,
+                  const char **type, char *err, size_t errlen) {
+    *data = NULL;
+    char id[33] = "";
+    size_t idl = strspn(rest, "0123456789abcdef");
+    if (idl == 32 && (rest[32] == '/' || rest[32] == 0)) memcpy(id, rest, 32);
+    pthread_mutex_lock(&fs->mu);
+    expire(fs, time(NULL));
+    int found = -1;
+    for (int i = 0; id[0] && i < fs->n; i++)
+        if (!strcmp(fs->items[i].id, id)) found = i;
+    if (found >= 0) snprintf(name, name_len, "%s", fs->items[found].name);
+    pthread_mutex_unlock(&fs->mu);
+    if (found < 0) {
+        snprintf(err, errlen, "no such file (results are kept for %d minutes)", FILES_KEEP_SECONDS / 60);
+        return 404;
+    }
+    char path[320];
+    path_of(fs, id, path, sizeof path);
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) || !(*data = malloc((size_t)st.st_size + 1)) ||
+        fread(*data, 1, (size_t)st.st_size, f) != (size_t)st.st_size) {
+        if (f) fclose(f);
+        free(*data);
+        *data = NULL;
+        snprintf(err, errlen, "no such file (it has just expired)");
+        return 404;
+    }
+    fclose(f);
+    *len = (size_t)st.st_size;
+    *type = type_of(name);
+    return 0;
+}

@@ -1,0 +1,47 @@
+/* config.h — `deepmt serve`'s settings: flags, DEEPMT_* variables, defaults and
+ * checks (config.c). Every part of the server reads them; none writes them. */
+#ifndef DEEPMT_SERVER_CONFIG_H
+#define DEEPMT_SERVER_CONFIG_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct {
+    char model_dir[1024];    /* --model / DEEPMT_MODEL */
+    char host[256];          /* --host: address to bind (IPv4 or IPv6 literal, or a name) */
+    int port;                /* --port */
+    int threads;             /* --threads: BLAS threads per worker; 0 = cores / workers */
+    int workers;             /* --workers: model workers, each with its own state */
+    int precision;           /* --precision: 0 f32, 1 bf16 (a dmt_precision) */
+    int http_threads;        /* --http-threads: libmicrohttpd thread pool */
+    int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
+    int max_batch_tokens;    /* --max-batch-tokens: padded source tokens in one batch */
+    int max_wait_ms;         /* --max-wait-ms: how long a batch waits to fill up */
+    int batching;            /* --batching: 0 whole batches, 1 continuous (iteration-level) */
+    long max_batch_cost;     /* --max-batch-cost: summed sentence costs in one batch; 0 = auto */
+    long max_request_cost;   /* --max-request-cost: of one request; 0 = no limit */
+    size_t max_body_bytes;   /* --max-body-bytes */
+    int max_chars;           /* --max-chars: characters (code points) per request */
+    int max_sentences;       /* --max-sentences: sentences per request after splitting */
+    int max_queue;           /* --max-queue: sentences waiting; more gets 429 */
+    int max_alternatives;    /* --max-alternatives */
+    int request_timeout_s;   /* --request-timeout: seconds a request may wait in the queue before it starts */
+    int drain_timeout_s;     /* --drain-timeout: seconds a SIGTERM drain waits for requests in flight */
+    int max_connections;     /* --max-connections */
+    int max_connections_per_ip; /* --max-connections-per-ip: 0 = no limit */
+    int request_read_timeout_s; /* --request-read-timeout: whole request (headers + body); 0 = none */
+    char cors_origin[256];   /* --cors-origin: "" = no CORS headers */
+    int log_json;            /* --log-format json (else text) */
+    char **api_keys;         /* --api-keys FILE / DEEPMT_API_KEYS: NULL = no key needed */
+    int n_api_keys;
+} dmt_server_config;
+
+void dmt_server_config_default(dmt_server_config *c);
+
+/* Fills c from the environment, then from argv (argv[0] is "serve"; flags win).
+ * 0 to run, 1 when --help was printed (exit 0), -1 with a message (exit 2). */
+int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, char *err, size_t errlen);
+void dmt_server_config_clear(dmt_server_config *c);
+void dmt_server_usage(FILE *f);
+
+#endif

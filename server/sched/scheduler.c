@@ -1,0 +1,835 @@
+/* scheduler.c — the sentence queue, the model workers and cancellation.
+ *
+ * HTTP threads submit a request (its sentences are jobs): the scheduler measures
+ * each sentence (source pieces, cost: policy.h) and refuses what could never run,
+ * then hands the request to the batching policy (policy.c), all under one mutex.
+ * Each worker thread owns a dmt_state and loops:
+ *   1. wait until something is queued;
+ *   2. unless a full batch is already waiting, wait a little after the oldest
+ *      request arrived, so that requests arriving together share one batch: a
+ *      tenth of a recent batch's duration, at most max_wait_ms;
+ *   3. let the policy fill a batch (fair share by request, equal decoding options,
+ *      the batch caps, and an even share of the queue when other workers are idle);
+ *   4. run dmt_translate without the lock. Its control hooks deliver each sentence
+ *      as soon as it is final (a request is answered when its last sentence is,
+ *      not when the batch ends) and drop, between decoder steps, the sentences of
+ *      requests that were cancelled.
+ * A watcher thread polls, every WATCH_MS, whether each pending request's client is
+ * still there (dmt_work.alive) and drops the requests that passed their deadline
+ * before starting; a dropped request leaves the queue at once and the running
+ * batches at their next step. Finished parts of a live request are never dropped.
+ */
+#include "server/sched/scheduler.h"
+#include "server/clock.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/forward.h"
+#include "server/sched/policy.h"
+#include "tokenizer/tokenizer.h"
+
+#include "model/kernels/kernels.h"
+
+#define WATCH_MS 50 /* how often clients and deadlines are checked */
+
+typedef struct {
+    dmt_scheduler *s;
+    dmt_state *state;
+    pthread_t thread;
+    int started;
+} worker;
+
+struct dmt_scheduler {
+    dmt_scheduler_options o;
+    dmt_metrics *metrics;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;         /* work queued, or stopping */
+    pthread_cond_t watch_cv;   /* wakes the watcher early when stopping */
+    dmt_policy *policy;
+    dmt_work **live;           /* submitted, done() not yet called */
+    int n_live, cap_live;
+    int busy;
+    int stopping;
+    double batch_seconds;      /* moving average of a batch's duration */
+    atomic_int ready;
+    dmt_model *model;
+    worker *workers;
+    pthread_t loader, watcher;
+    int loader_started, watcher_started;
+    char model_dir[1024];
+    double load_seconds;
+    void (*on_loaded)(void *, const char *);
+    void *on_loaded_arg;
+};
+
+static void abs_time(double t, struct timespec *ts) {
+    ts->tv_sec = (time_t)t;
+    ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
+}
+
+static int same_options(const void *x, const void *y) {
+    const dmt_beam_options *a = x, *b = y;
+    return a->beam_size == b->beam_size && a->length_penalty == b->length_penalty && a->max_len_a == b->max_len_a &&
+           a->max_len_b == b->max_len_b && a->min_len == b->min_len && a->nbest == b->nbest &&
+           a->no_repeat_ngram_size == b->no_repeat_ngram_size && a->max_repeats == b->max_repeats;
+}
+
+dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics) {
+    if (o.workers < 1) o.workers = 1;
+    if (o.max_batch_sentences < 1) o.max_batch_sentences = 1;
+    if (o.max_batch_tokens < 1) o.max_batch_tokens = 1;
+    if (o.max_queue < 1) o.max_queue = 1;
+    dmt_scheduler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->o = o;
+    s->metrics = metrics;
+    s->policy = dmt_policy_new((dmt_policy_limits){o.max_batch_sentences, o.max_batch_tokens, o.max_batch_cost,
+                                                   o.max_request_cost},
+                               same_options);
+    s->workers = calloc((size_t)o.workers, sizeof *s->workers);
+    if (!s->policy || !s->workers) {
+        dmt_policy_free(s->policy);
+        free(s->workers);
+        free(s);
+        return NULL;
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_cond_init(&s->watch_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return s;
+}
+
+/* ------------------------------------------------------------ submitting -- */
+
+/* Source pieces and policy cost of every job (outside the lock: tokenizing is
+ * the HTTP thread's work). A sentence that will fail (invalid, too long) counts
+ * as the longest source; dmt_translate reports its error. */
+static void measure(const dmt_model *m, dmt_work *w) {
+    int maxsrc = dmt_translate_max_source_tokens(m);
+    int32_t *ids = malloc((size_t)(maxsrc + 1) * sizeof *ids);
+    const dmt_beam_options *o = &w->opt;
+    for (int i = 0; i < w->n_jobs; i++) {
+        dmt_translate_output tmp = {0}; /* as the search will tokenize it (all-caps rule included) */
+        int k = ids ? dmt_translate_encode(m, w->jobs[i].text, w->jobs[i].len, ids, &tmp) : -1;
+        if (k > 0) k--; /* without </s> */
+        if (k < 0) k = ids ? maxsrc : (int)(w->jobs[i].len / 4) + 1;
+        double max_out = floor((double)o->max_len_a * (k + 1) + o->max_len_b);
+        if (max_out > m->cfg.max_positions) max_out = m->cfg.max_positions;
+        w->tokens[i] = k + 1; /* with </s> */
+        w->cost[i] = k == 0 ? 0 : dmt_policy_cost(o->beam_size, k, (int)max_out);
+    }
+    free(ids);
+}
+
+static int add_live(dmt_scheduler *s, dmt_work *w) {
+    if (s->n_live == s->cap_live) {
+        int cap = s->cap_live ? 2 * s->cap_live : 64;
+        dmt_work **p = realloc(s->live, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        s->live = p;
+        s->cap_live = cap;
+    }
+    s->live[s->n_live++] = w;
+    return 0;
+}
+
+static void free_measures(dmt_work *w) {
+    free(w->cost);
+    free(w->tokens);
+    w->cost = NULL;
+    w->tokens = NULL;
+}
+
+int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen) {
+    if (!atomic_load(&s->ready)) return DMT_SUBMIT_NOT_READY;
+    double t0 = dmt_now();
+    w->cost = calloc((size_t)w->n_jobs, sizeof *w->cost);
+    w->tokens = calloc((size_t)w->n_jobs, sizeof *w->tokens);
+    if (!w->cost || !w->tokens) {
+        free_measures(w);
+        snprintf(err, errlen, "out of memory");
+        return DMT_SUBMIT_TOO_LARGE;
+    }
+    measure(s->model, w);
+    if (w->deadline > 0) w->deadline += dmt_now() - t0; /* the deadline bounds waiting, not measuring */
+    dmt_policy_limits lim = {s->o.max_batch_sentences, s->o.max_batch_tokens, s->o.max_batch_cost,
+                             s->o.max_request_cost};
+    if (dmt_policy_check(&lim, w->n_jobs, w->cost, w->tokens, err, errlen)) {
+        free_measures(w);
+        return DMT_SUBMIT_TOO_LARGE;
+    }
+    pthread_mutex_lock(&s->mu);
+    int rc = DMT_SUBMIT_OK;
+    if (s->stopping) rc = DMT_SUBMIT_NOT_READY;
+    else if (w->n_jobs > s->o.max_queue - dmt_policy_queued(s->policy)) rc = DMT_SUBMIT_FULL;
+    if (rc == DMT_SUBMIT_OK) {
+        w->enqueued = dmt_now();
+        atomic_store(&w->pending, w->n_jobs);
+        atomic_store(&w->timed_out, 0);
+        atomic_store(&w->cancelled, 0);
+        atomic_store(&w->disconnected, 0);
+        for (int i = 0; i < w->n_jobs; i++) {
+            w->jobs[i].work = w;
+            memset(&w->jobs[i].out, 0, sizeof w->jobs[i].out);
+        }
+        dmt_policy_request pr = {w, &w->opt, w->n_jobs, w->cost, w->tokens, w->deadline};
+        if (add_live(s, w) || dmt_policy_add(s->policy, &pr, w->enqueued)) {
+            if (s->n_live && s->live[s->n_live - 1] == w) s->n_live--;
+            rc = DMT_SUBMIT_FULL;
+        } else {
+            pthread_cond_broadcast(&s->cv);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (rc != DMT_SUBMIT_OK) free_measures(w);
+    return rc;
+}
+
+int dmt_scheduler_queued(dmt_scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = dmt_policy_queued(s->policy);
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int dmt_scheduler_busy(dmt_scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    int n = s->busy;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int dmt_scheduler_ready(dmt_scheduler *s) { return atomic_load(&s->ready); }
+
+const dmt_model *dmt_scheduler_model(dmt_scheduler *s) { return atomic_load(&s->ready) ? s->model : NULL; }
+
+double dmt_scheduler_load_seconds(dmt_scheduler *s) { return s->load_seconds; }
+
+/* ------------------------------------------------------------- finishing -- */
+
+/* Takes w off the live list (lock held): after this nobody polls it, and done(w)
+ * may be called (after unlocking). */
+static void retire(dmt_scheduler *s, dmt_work *w) {
+    for (int i = 0; i < s->n_live; i++)
+        if (s->live[i] == w) {
+            s->live[i] = s->live[--s->n_live];
+            break;
+        }
+    free_measures(w);
+}
+
+/* Job j has its output; calls done() when it was its request's last (lock not held). */
+static void complete_job(dmt_scheduler *s, dmt_job *j) {
+    dmt_work *w = j->work;
+    if (atomic_fetch_sub(&w->pending, 1) != 1) return;
+    pthread_mutex_lock(&s->mu);
+    retire(s, w);
+    pthread_mutex_unlock(&s->mu);
+    w->done(w);
+}
+
+/* Marks the last `count` jobs of w (those the policy still held) as dropped with
+ * msg (lock held); returns 1 when that finished w (retired: call done after unlock). */
+static int drop_jobs(dmt_scheduler *s, dmt_work *w, int count, const char *msg) {
+    for (int i = w->n_jobs - count; i < w->n_jobs; i++)
+        snprintf(w->jobs[i].out.error, sizeof w->jobs[i].out.error, "%s", msg);
+    if (count == 0 || atomic_fetch_sub(&w->pending, count) != count) return 0;
+    retire(s, w);
+    return 1;
+}
+
+/* Drops what is queued for requests past their deadline before starting, whose
+ * client went away (asked with poll_clients: the watcher's job, a syscall a request),
+ * or (cancel_all) all of them (lock held). Requests thereby finished go to done[];
+ * their count. */
+static int sweep(dmt_scheduler *s, double now, int cancel_all, int poll_clients, dmt_work ***done, int *cap) {
+    int n_done = 0;
+    if (*cap < s->n_live) {
+        dmt_work **d = realloc(*done, (size_t)s->n_live * sizeof *d);
+        if (!d) return 0;
+        *done = d;
+        *cap = s->n_live;
+    }
+    /* the live list changes as requests retire: walk a snapshot of its length backwards */
+    for (int i = s->n_live - 1; i >= 0; i--) {
+        if (i >= s->n_live) continue;
+        dmt_work *w = s->live[i];
+        if (cancel_all) atomic_store(&w->cancelled, 1);
+        else if (poll_clients && !atomic_load(&w->disconnected) && w->alive && !w->alive(w))
+            atomic_store(&w->disconnected, 1);
+        if (!atomic_load(&w->cancelled) && !atomic_load(&w->disconnected)) continue;
+        int left = dmt_policy_remove(s->policy, w);
+        if (drop_jobs(s, w, left, cancel_all ? "the server is shutting down" : "the client went away"))
+            (*done)[n_done++] = w;
+    }
+    void *expired[64];
+    int k;
+    while ((k = dmt_policy_expire(s->policy, now, expired, 64)) > 0)
+        for (int i = 0; i < k; i++) {
+            dmt_work *w = expired[i];
+            atomic_store(&w->timed_out, 1);
+            if (drop_jobs(s, w, w->n_jobs, "timed out in the queue")) (*done)[n_done++] = w;
+        }
+    return n_done;
+}
+
+static void call_done(dmt_work **done, int n) {
+    for (int i = 0; i < n; i++) done[i]->done(done[i]);
+}
+
+/* --------------------------------------------------------------- workers -- */
+
+typedef struct {
+    dmt_scheduler *s;
+    dmt_job **batch;
+    dmt_translate_output *out;
+    char *delivered;
+    long src, gen;             /* pieces of the sentences delivered early (for metrics) */
+} batch_run;
+
+static int batch_cancelled(void *arg, int i) {
+    batch_run *b = arg;
+    dmt_work *w = b->batch[i]->work;
+    return atomic_load(&w->cancelled) || atomic_load(&w->disconnected);
+}
+
+/* A sentence is final: hand it to its request now, not when the batch ends. */
+static void batch_finished(void *arg, int i) {
+    batch_run *b = arg;
+    dmt_job *j = b->batch[i];
+    if (!b->out[i].error[0]) {
+        b->src += b->out[i].src_tokens;
+        b->gen += b->out[i].out_tokens;
+    }
+    j->out = b->out[i];
+    memset(&b->out[i], 0, sizeof b->out[i]);
+    b->delivered[i] = 1;
+    complete_job(b->s, j);
+}
+
+/* Should the worker wait for more jobs before taking a batch? (lock held) */
+static int batch_wait(dmt_scheduler *s, double now, struct timespec *until) {
+    if (s->stopping || s->o.max_wait_ms <= 0 || dmt_policy_queued(s->policy) >= s->o.max_batch_sentences) return 0;
+    if (s->o.max_batch_cost > 0 && dmt_policy_queued_cost(s->policy) >= s->o.max_batch_cost) return 0;
+    /* a tenth of a recent batch's duration, at most max_wait: a small model is not
+     * held up by waiting, a large one waits the full time for company */
+    double wait = s->o.max_wait_ms * 1e-3;
+    if (s->batch_seconds * 0.1 < wait) wait = s->batch_seconds * 0.1;
+    double t = dmt_policy_oldest(s->policy) + wait;
+    if (now >= t) return 0;
+    abs_time(t, until);
+    return 1;
+}
+
+/* Runs one batch (lock not held); returns its duration in seconds. */
+static double run_batch(worker *wk, dmt_job **batch, int n, dmt_translate_input *in, dmt_translate_output *out,
+                        char *delivered) {
+    dmt_scheduler *s = wk->s;
+    for (int i = 0; i < n; i++) {
+        in[i] = (dmt_translate_input){batch[i]->text, batch[i]->len, batch[i]->target_id};
+        memset(&out[i], 0, sizeof out[i]);
+        delivered[i] = 0;
+    }
+    batch_run br = {s, batch, out, delivered, 0, 0};
+    dmt_beam_control ctl = {batch_cancelled, batch_finished, &br};
+    dmt_beam_options opt = batch[0]->work->opt;
+    opt.control = &ctl;
+    char err[256] = "";
+    double t0 = dmt_now();
+    int rc = dmt_translate(s->model, wk->state, n, in, &opt, out, err, sizeof err);
+    double dt = dmt_now() - t0;
+    long src = br.src, gen = br.gen; /* a delivered job may be freed already: not read again */
+    for (int i = 0; i < n; i++)
+        if (!delivered[i] && rc == 0 && !out[i].error[0]) {
+            src += out[i].src_tokens;
+            gen += out[i].out_tokens;
+        }
+    dmt_metrics_batch(s->metrics, n, src, gen, dt);
+    for (int i = 0; i < n; i++) {
+        if (delivered[i]) continue;
+        dmt_job *j = batch[i];
+        if (rc != 0) {
+            dmt_translate_output_clear(&out[i]);
+            memset(&out[i], 0, sizeof out[i]);
+            snprintf(out[i].error, sizeof out[i].error, "%s", err[0] ? err : "translation failed");
+        }
+        j->out = out[i];
+        j->internal_error = rc != 0;
+        complete_job(s, j);
+    }
+    return dt;
+}
+
+/* Longest source first inside the batch: less padding in the encoder. */
+static void sort_batch(dmt_job **batch, int n) {
+    for (int i = 1; i < n; i++) {
+        dmt_job *v = batch[i];
+        int tv = v->work->tokens[v - v->work->jobs], j = i;
+        while (j > 0 && batch[j - 1]->work->tokens[batch[j - 1] - batch[j - 1]->work->jobs] < tv) {
+            batch[j] = batch[j - 1];
+            j--;
+        }
+        batch[j] = v;
+    }
+}
+
+/* ------------------------------------------------- continuous batching -- */
+
+/* A worker's running beam sessions, one per set of decoding options (a session
+ * shares its beam size and options across its sentences): which job each sentence
+ * is, and its cost. Each session decodes on its own dmt_state. */
+#define MAX_SESSIONS 4
+/* A session that starts goes ahead of the running ones by up to this much worker
+ * time, as a waking task does in a fair CPU scheduler: a short request (a light
+ * session's whole run is ~25 ms of steps) finishes before a heavy session's next
+ * long step instead of alternating with it. It cannot starve the heavy session:
+ * the credit is given once per session start, not per step. */
+#define START_CREDIT_S 0.02
+
+typedef struct {
+    dmt_beam_session *ses;
+    dmt_state *state;
+    dmt_beam_options opt;      /* the session's options (the policy key) */
+    dmt_job **job;             /* [cap] by tag; NULL: free */
+    long *cost;
+    int cap, n;
+    long cost_sum;
+    double vt;                 /* worker time its steps have taken (sessions share the worker fairly) */
+} running;
+
+typedef struct {
+    worker *wk;
+    running run[MAX_SESSIONS];
+    int cap, n;                /* sentences in all sessions, at most cap */
+    long cost_sum;
+    int32_t *ids;              /* [cap][max source + 1] token buffers for an admission */
+} sessions;
+
+static void running_remove(sessions *all, running *r, int tag) {
+    r->cost_sum -= r->cost[tag];
+    all->cost_sum -= r->cost[tag];
+    r->job[tag] = NULL;
+    r->n--;
+    all->n--;
+}
+
+/* The session for options o: the one running them, else an empty one (set up for
+ * them); NULL when every session is busy with other options. */
+static running *session_for(sessions *all, const dmt_beam_options *o, char *err, size_t errlen) {
+    running *empty = NULL, *ready = NULL;
+    double vt = 0; /* the least-served running session's time */
+    int any_running = 0;
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        running *r = &all->run[i];
+        if (r->n > 0 && same_options(&r->opt, o)) return r;
+        if (r->n > 0 && (!any_running || r->vt < vt)) vt = r->vt, any_running = 1;
+        if (r->n == 0 && !empty) empty = r;
+        if (r->n == 0 && r->ses && same_options(&r->opt, o)) ready = r; /* idle, already set up for o */
+    }
+    running *r = ready ? ready : empty;
+    if (!r) return NULL;
+    /* a session that (re)starts is not owed the past, only the start credit */
+    r->vt = vt - START_CREDIT_S;
+    if (ready) return r;
+    dmt_scheduler *s = all->wk->s;
+    if (!r->state && !(r->state = dmt_state_new(s->model))) {
+        snprintf(err, errlen, "out of memory for a worker state");
+        return NULL;
+    }
+    dmt_beam_session_free(r->ses);
+    r->opt = *o;
+    r->opt.control = NULL;
+    r->ses = dmt_beam_session_new(r->state, &r->opt, r->cap, err, errlen);
+    return r->ses ? r : NULL;
+}
+
+/* Tokenizes the picked jobs (all with the same options) and admits them to their
+ * session (lock not held). A job that fails to tokenize, or is empty, is finished
+ * at once. */
+static void admit(sessions *all, dmt_job **jobs, int n) {
+    dmt_scheduler *s = all->wk->s;
+    const dmt_model *m = s->model;
+    if (n <= 0) return;
+    int stride = dmt_translate_max_source_tokens(m) + 1, k = 0;
+    const int32_t *src[n];
+    int len[n], forced[n], tags[n];
+    char err[256] = "";
+    running *r = session_for(all, &jobs[0]->work->opt, err, sizeof err);
+    for (int i = 0; i < n; i++) {
+        dmt_job *j = jobs[i];
+        memset(&j->out, 0, sizeof j->out);
+        int32_t *ids = all->ids + (size_t)k * stride;
+        int got = r ? dmt_translate_encode(m, j->text, j->len, ids, &j->out) : -1;
+        if (!r) snprintf(j->out.error, sizeof j->out.error, "%s", err[0] ? err : "no beam session free");
+        if (got <= 0) { /* empty ("") or failed (error set): nothing to search */
+            if (got == 0) dmt_translate_decode(m, NULL, &j->out);
+            j->internal_error = !r;
+            complete_job(s, j);
+            continue;
+        }
+        int tag = 0;
+        while (r->job[tag]) tag++; /* a free tag exists: all->n < cap */
+        r->job[tag] = j;
+        r->cost[tag] = j->work->cost[j - j->work->jobs];
+        r->cost_sum += r->cost[tag];
+        all->cost_sum += r->cost[tag];
+        r->n++;
+        all->n++;
+        j->out.src_tokens = got - 1;
+        src[k] = ids;
+        len[k] = got;
+        forced[k] = j->target_id;
+        tags[k++] = tag;
+    }
+    if (k > 0 && dmt_beam_session_admit(r->ses, k, src, len, forced, tags, err, sizeof err)) {
+        for (int i = 0; i < k; i++) {
+            dmt_job *j = r->job[tags[i]];
+            running_remove(all, r, tags[i]);
+            snprintf(j->out.error, sizeof j->out.error, "%s", err);
+            j->internal_error = 1;
+            complete_job(s, j);
+        }
+    }
+}
+
+/* One decoder step of a session, then hands out what finished and drops what was
+ * cancelled (lock not held). Returns the sentences finished. */
+static int step(sessions *all, running *r, long *src, long *gen) {
+    dmt_scheduler *s = all->wk->s;
+    for (int t = 0; t < r->cap; t++) {
+        dmt_job *j = r->job[t];
+        if (!j || !(atomic_load(&j->work->cancelled) || atomic_load(&j->work->disconnected))) continue;
+        dmt_beam_session_cancel(r->ses, t); /* it leaves at the step below; its tokens are copied */
+        running_remove(all, r, t);
+        snprintf(j->out.error, sizeof j->out.error, "cancelled");
+        complete_job(s, j);
+    }
+    char err[256];
+    int failed = dmt_beam_session_step(r->ses, err, sizeof err) != 0, done = 0, tag;
+    dmt_nbest nb;
+    while (!failed && dmt_beam_session_take(r->ses, &tag, &nb)) {
+        dmt_job *j = r->job[tag];
+        running_remove(all, r, tag);
+        dmt_translate_decode(s->model, &nb, &j->out);
+        dmt_nbest_clear(&nb);
+        if (!j->out.error[0]) {
+            *src += j->out.src_tokens;
+            *gen += j->out.out_tokens;
+        }
+        done++;
+        complete_job(s, j);
+    }
+    if (failed) { /* out of memory: fail what runs, start over with a fresh session */
+        for (int t = 0; t < r->cap; t++) {
+            dmt_job *j = r->job[t];
+            if (!j) continue;
+            running_remove(all, r, t);
+            snprintf(j->out.error, sizeof j->out.error, "%s", err);
+            j->internal_error = 1;
+            complete_job(s, j);
+        }
+        dmt_beam_session_free(r->ses);
+        r->ses = NULL;
+    }
+    return done;
+}
+
+/* Picks what joins the running sessions (lock held): first more sentences with each
+ * running session's options, then, while a session is free, sentences with other
+ * options. Shares the worker's room (sentences, cost) across its sessions. The
+ * picked jobs go to jobs[] grouped by options; group sizes to groups[]. */
+static int pick(sessions *all, int limit, dmt_policy_pick *picks, dmt_job **jobs, int *groups) {
+    dmt_scheduler *s = all->wk->s;
+    int n = 0, g = 0, busy_sessions = 0;
+    for (int i = 0; i < MAX_SESSIONS && n < limit; i++) {
+        running *r = &all->run[i];
+        if (r->n == 0) continue;
+        busy_sessions++;
+        int k = dmt_policy_take_more(s->policy, &r->opt, all->cost_sum, limit - n, picks);
+        for (int q = 0; q < k; q++) {
+            jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
+            all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index]; /* reserved; admit recounts */
+        }
+        if (k) groups[g++] = k;
+        n += k;
+    }
+    for (int free_sessions = MAX_SESSIONS - busy_sessions; free_sessions > 0 && n < limit; free_sessions--) {
+        int k = dmt_policy_take_more(s->policy, NULL, all->cost_sum, limit - n, picks);
+        if (k == 0) break;
+        for (int q = 0; q < k; q++) {
+            jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
+            all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index];
+        }
+        groups[g++] = k;
+        n += k;
+    }
+    for (int i = 0; i < n; i++) all->cost_sum -= jobs[i]->work->cost[jobs[i] - jobs[i]->work->jobs];
+    return g;
+}
+
+/* The continuous worker: between two decoder steps, sentences join the running
+ * sessions as room (sentences, cost) allows, fairly across requests (policy.h), and
+ * leave the moment they are final or cancelled. Sentences with other decoding
+ * options run in a session of their own, stepped in turn (up to MAX_SESSIONS). */
+static void continuous_main(worker *wk) {
+    dmt_scheduler *s = wk->s;
+    int cap = s->o.max_batch_sentences, done_cap = 0, stride = dmt_translate_max_source_tokens(s->model) + 1;
+    sessions all = {.wk = wk, .cap = cap};
+    int ok = 1;
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        all.run[i].cap = cap;
+        ok &= (all.run[i].job = calloc((size_t)cap, sizeof *all.run[i].job)) != NULL;
+        ok &= (all.run[i].cost = calloc((size_t)cap, sizeof *all.run[i].cost)) != NULL;
+    }
+    all.run[0].state = wk->state;
+    all.ids = malloc((size_t)cap * stride * sizeof *all.ids);
+    dmt_policy_pick *picks = calloc((size_t)cap, sizeof *picks);
+    dmt_job **jobs = calloc((size_t)cap, sizeof *jobs);
+    int groups[2 * MAX_SESSIONS];
+    dmt_work **done = NULL;
+    if (!ok || !all.ids || !picks || !jobs) abort(); /* startup */
+    long src = 0, gen = 0;
+    int finished = 0;
+    double t_steps = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (all.n == 0) {
+            while (dmt_policy_queued(s->policy) == 0 && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+            if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
+        }
+        double now = dmt_now();
+        int n_done = sweep(s, now, 0, 0, &done, &done_cap), g = 0;
+        struct timespec until;
+        if (all.n == 0 && dmt_policy_queued(s->policy) > 0 && batch_wait(s, now, &until) && n_done == 0) {
+            pthread_cond_timedwait(&s->cv, &s->mu, &until);
+            continue;
+        }
+        int limit = cap - all.n, idle = s->o.workers - s->busy, q = dmt_policy_queued(s->policy);
+        if (all.n == 0) { /* an even share for idle workers, as in whole batches */
+            if (idle > 1 && (q + idle - 1) / idle < limit) limit = (q + idle - 1) / idle;
+        } else if (idle > 0) {
+            limit = 0; /* a busy worker leaves new work to the idle ones: it runs sooner there */
+        }
+        if (limit > 0 && dmt_policy_queued(s->policy) > 0) g = pick(&all, limit, picks, jobs, groups);
+        int was_busy = all.n > 0;
+        if (!was_busy && g > 0) s->busy++;
+        pthread_mutex_unlock(&s->mu);
+        call_done(done, n_done);
+        for (int i = 0, at = 0; i < g; at += groups[i++]) admit(&all, jobs + at, groups[i]);
+        /* step the session that has had the least worker time: a light session's
+         * cheap steps are not each held up behind a heavy session's long one */
+        running *next = NULL;
+        for (int i = 0; i < MAX_SESSIONS; i++)
+            if (all.run[i].n > 0 && (!next || all.run[i].vt < next->vt)) next = &all.run[i];
+        if (next) {
+            double t0 = dmt_now();
+            finished += step(&all, next, &src, &gen);
+            double dt = dmt_now() - t0;
+            next->vt += dt;
+            t_steps += dt;
+        }
+        if (finished > 0 && (all.n == 0 || t_steps > 0.05)) { /* metrics: sentences finished over some steps */
+            dmt_metrics_batch(s->metrics, finished, src, gen, t_steps);
+            finished = 0;
+            src = gen = 0;
+            t_steps = 0;
+        }
+        pthread_mutex_lock(&s->mu);
+        if ((was_busy || g > 0) && all.n == 0) s->busy--;
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        dmt_beam_session_free(all.run[i].ses);
+        if (i > 0) dmt_state_free(all.run[i].state);
+        free(all.run[i].job);
+        free(all.run[i].cost);
+    }
+    free(all.ids);
+    free(picks);
+    free(jobs);
+    free(done);
+}
+
+static void *worker_main(void *arg) {
+    worker *wk = arg;
+    if (wk->s->o.continuous) {
+        continuous_main(wk);
+        return NULL;
+    }
+    dmt_scheduler *s = wk->s;
+    int cap = s->o.max_batch_sentences, done_cap = 0;
+    dmt_job **batch = calloc((size_t)cap, sizeof *batch);
+    dmt_policy_pick *picks = calloc((size_t)cap, sizeof *picks);
+    dmt_translate_input *in = calloc((size_t)cap, sizeof *in);
+    dmt_translate_output *out = calloc((size_t)cap, sizeof *out);
+    char *delivered = calloc((size_t)cap, 1);
+    dmt_work **done = NULL;
+    if (!batch || !picks || !in || !out || !delivered) abort(); /* a few KB at startup */
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (dmt_policy_queued(s->policy) == 0 && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+        if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
+        double now = dmt_now();
+        int n_done = sweep(s, now, 0, 0, &done, &done_cap);
+        struct timespec until;
+        int n = 0;
+        if (dmt_policy_queued(s->policy) > 0 && !batch_wait(s, now, &until)) {
+            /* share what is queued among the idle workers, this one included: with 8
+             * sentences queued and 2 idle workers, 2 batches of 4 finish sooner than 1 of 8 */
+            int idle = s->o.workers - s->busy, q = dmt_policy_queued(s->policy), limit = cap;
+            if (idle > 1 && (q + idle - 1) / idle < limit) limit = (q + idle - 1) / idle;
+            n = dmt_policy_take(s->policy, limit, picks);
+            for (int i = 0; i < n; i++) batch[i] = &((dmt_work *)picks[i].owner)->jobs[picks[i].index];
+        }
+        if (n > 0) s->busy++;
+        else if (dmt_policy_queued(s->policy) > 0 && n_done == 0) {
+            pthread_cond_timedwait(&s->cv, &s->mu, &until);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        call_done(done, n_done);
+        double dt = 0;
+        if (n > 0) {
+            sort_batch(batch, n);
+            dt = run_batch(wk, batch, n, in, out, delivered);
+        }
+        pthread_mutex_lock(&s->mu);
+        if (n > 0) {
+            s->busy--;
+            s->batch_seconds = s->batch_seconds > 0 ? 0.8 * s->batch_seconds + 0.2 * dt : dt;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(batch);
+    free(picks);
+    free(in);
+    free(out);
+    free(delivered);
+    free(done);
+    return NULL;
+}
+
+/* Every WATCH_MS: drops requests whose client went away or whose deadline passed
+ * before they started, even while every worker is busy. */
+static void *watcher_main(void *arg) {
+    dmt_scheduler *s = arg;
+    dmt_work **done = NULL;
+    int cap = 0;
+    pthread_mutex_lock(&s->mu);
+    while (!s->stopping || s->n_live > 0) {
+        int n = sweep(s, dmt_now(), 0, 1, &done, &cap);
+        if (n > 0) {
+            pthread_mutex_unlock(&s->mu);
+            call_done(done, n);
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
+        struct timespec until;
+        abs_time(dmt_now() + WATCH_MS * 1e-3, &until);
+        pthread_cond_timedwait(&s->watch_cv, &s->mu, &until);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(done);
+    return NULL;
+}
+
+static void *loader_main(void *arg) {
+    dmt_scheduler *s = arg;
+    char err[512] = "";
+    double t0 = dmt_now();
+    if (s->o.blas_threads > 0) dmt_kernels_set_threads(s->o.blas_threads);
+    s->model = dmt_model_load(s->model_dir, (dmt_load_options){.precision = (dmt_precision)s->o.precision}, err,
+                              sizeof err);
+    if (!s->model) {
+        s->on_loaded(s->on_loaded_arg, err[0] ? err : "model load failed");
+        return NULL;
+    }
+    if (!s->model->tokenizer) {
+        s->on_loaded(s->on_loaded_arg, "the model has no tokenizer (sentencepiece.model)");
+        return NULL;
+    }
+    for (int i = 0; i < s->o.workers; i++) {
+        worker *wk = &s->workers[i];
+        wk->s = s;
+        wk->state = dmt_state_new(s->model);
+        if (!wk->state) {
+            s->on_loaded(s->on_loaded_arg, "out of memory creating a worker state");
+            return NULL;
+        }
+        if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0) {
+            s->on_loaded(s->on_loaded_arg, "cannot start a worker thread");
+            return NULL;
+        }
+        wk->started = 1;
+    }
+    if (pthread_create(&s->watcher, NULL, watcher_main, s) != 0) {
+        s->on_loaded(s->on_loaded_arg, "cannot start the watcher thread");
+        return NULL;
+    }
+    s->watcher_started = 1;
+    atomic_store(&s->ready, 1);
+    s->load_seconds = dmt_now() - t0;
+    s->on_loaded(s->on_loaded_arg, NULL);
+    return NULL;
+}
+
+int dmt_scheduler_load_async(dmt_scheduler *s, const char *model_dir, void (*on_loaded)(void *, const char *),
+                             void *arg) {
+    snprintf(s->model_dir, sizeof s->model_dir, "%s", model_dir);
+    s->on_loaded = on_loaded;
+    s->on_loaded_arg = arg;
+    if (pthread_create(&s->loader, NULL, loader_main, s) != 0) return -1;
+    s->loader_started = 1;
+    return 0;
+}
+
+void dmt_scheduler_cancel(dmt_scheduler *s) {
+    dmt_work **done = NULL;
+    int cap = 0;
+    pthread_mutex_lock(&s->mu);
+    int n = sweep(s, dmt_now(), 1, 0, &done, &cap);
+    pthread_mutex_unlock(&s->mu);
+    call_done(done, n);
+    free(done);
+}
+
+void dmt_scheduler_stop(dmt_scheduler *s) {
+    if (!s) return;
+    if (s->loader_started) pthread_join(s->loader, NULL);
+    s->loader_started = 0;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_cond_broadcast(&s->watch_cv);
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->o.workers; i++)
+        if (s->workers[i].started) pthread_join(s->workers[i].thread, NULL);
+    for (int i = 0; i < s->o.workers; i++) s->workers[i].started = 0;
+    if (s->watcher_started) pthread_join(s->watcher, NULL);
+    s->watcher_started = 0;
+}
+
+void dmt_scheduler_free(dmt_scheduler *s) {
+    if (!s) return;
+    dmt_scheduler_stop(s);
+    /* nothing can be left queued: submit needs ready workers and refuses once stopping */
+    for (int i = 0; i < s->o.workers; i++) dmt_state_free(s->workers[i].state);
+    dmt_model_free(s->model);
+    pthread_cond_destroy(&s->cv);
+    pthread_cond_destroy(&s->watch_cv);
+    pthread_mutex_destroy(&s->mu);
+    dmt_policy_free(s->policy);
+    free(s->live);
+    free(s->workers);
+    free(s);
+}

@@ -1,0 +1,714 @@
+/* http.c — libmicrohttpd glue: routing, body limits, suspend/resume, responses.
+ *
+ * The daemon runs a small pool of HTTP threads over epoll (not a thread a
+ * connection). Each request gets a conn_ctx on its first callback, freed in the
+ * completion callback (which also writes the access log). POST /translate:
+ *   1st call   route, method, readiness and Content-Length checks (413 before a
+ *              single body byte is read);
+ *   body       appended up to --max-body-bytes; beyond that counted, not kept;
+ *   last call  parse (JSON or form) and validate (api.c); queue the sentences and
+ *              MHD_suspend_connection — nothing here waits for the model;
+ *   resumed    a worker finished the request and called MHD_resume_connection;
+ *              the answer is built and queued.
+ */
+#include "server/transport/http.h"
+#include "server/clock.h"
+#include "server/log.h"
+#include "text/textsafe.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "server/api/files.h"
+#include "server/api/lt_api.h"
+#include "server/api/webpage.h"
+#include "base/utf8.h"
+
+#define DEEPMT_VERSION_STR "0.1.0"
+
+typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS, R_DETECT, R_SUGGEST,
+               R_SPEC, R_TRANSLATE_FILE, R_DOWNLOAD } route;
+
+static const struct { const char *path; route r; const char *allow; } routes[] = {
+    {"/", R_ROOT, "GET, HEAD, OPTIONS"},
+    {"/translate", R_TRANSLATE, "POST, OPTIONS"},
+    {"/languages", R_LANGUAGES, "GET, HEAD, POST, OPTIONS"},
+    {"/health", R_HEALTH, "GET, HEAD, OPTIONS"},
+    {"/ready", R_READY, "GET, HEAD, OPTIONS"},
+    {"/metrics", R_METRICS, "GET, HEAD, OPTIONS"},
+    {"/frontend/settings", R_SETTINGS, "GET, HEAD, OPTIONS"},
+    {"/detect", R_DETECT, "POST, OPTIONS"},
+    {"/suggest", R_SUGGEST, "POST, OPTIONS"},
+    {"/spec", R_SPEC, "GET, HEAD, OPTIONS"},
+    {"/translate_file", R_TRANSLATE_FILE, "POST, OPTIONS"},
+    {"/download_file/", R_DOWNLOAD, "GET, HEAD, OPTIONS"}, /* a prefix: /download_file/ID/NAME */
+};
+
+/* Routes whose POST body is read (and limited) like /translate's. */
+static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r == R_SUGGEST || r == R_TRANSLATE_FILE; }
+/* Routes that queue sentences for the model. */
+static int translates(route r) { return r == R_TRANSLATE || r == R_TRANSLATE_FILE; }
+
+typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_PARSING, ST_PARSED, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
+
+typedef struct {
+    dmt_server *srv;
+    struct MHD_Connection *conn;
+    conn_state state;
+    int route_index;
+    double t0;
+    char method[16], path[128], client[64];
+    /* body */
+    char *body;
+    size_t body_len, body_cap, body_seen;
+    /* translate */
+    dmt_api_request *req;
+    dmt_file_job *file;        /* /translate_file: the document being translated */
+    pthread_mutex_t mu;        /* state, suspended: HTTP thread vs worker's done() */
+    int suspended;
+    int http11;                /* the request is HTTP/1.1: it may be sent an interim 1xx */
+    int probed;                /* work_alive sent its "100 Continue" probe (watcher thread only) */
+    /* answer */
+    int status;
+    size_t bytes;
+} conn_ctx;
+
+/* ---- responses ---- */
+
+static void add_common_headers(conn_ctx *c, struct MHD_Response *resp) {
+    const dmt_server_config *cfg = c->srv->cfg;
+    if (cfg->cors_origin[0]) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", cfg->cors_origin);
+        if (strcmp(cfg->cors_origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
+    }
+    if (atomic_load(&c->srv->draining)) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+}
+
+/* Queues a response with the given body (copied); extra header pairs are a
+ * NULL-terminated list of name, value. */
+static enum MHD_Result respond_raw(conn_ctx *c, int status, const char *type, const char *data, size_t len, ...) {
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, (void *)data, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    if (type) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    va_list ap;
+    va_start(ap, len);
+    for (const char *name; (name = va_arg(ap, const char *));) {
+        const char *value = va_arg(ap, const char *);
+        MHD_add_response_header(resp, name, value);
+    }
+    va_end(ap);
+    add_common_headers(c, resp);
+    enum MHD_Result r = MHD_queue_response(c->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    c->status = status;
+    c->bytes = len;
+    c->state = ST_ANSWERED;
+    return r;
+}
+
+/* Sends j (stolen) as JSON; one optional extra header. */
+static enum MHD_Result respond_json_h(conn_ctx *c, int status, json_t *j, const char *hname, const char *hvalue) {
+    char *s = j ? json_dumps(j, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL; /* 99.9, not 99.900000000000006 */
+    json_decref(j);
+    if (!s) { /* messages are escaped to valid UTF-8 (dmt_api_error): only an allocation fails here */
+        static const char oom[] = "{\"error\":\"internal error: cannot build the answer (out of memory)\"}";
+        return respond_raw(c, 500, "application/json", oom, sizeof oom - 1, (char *)NULL);
+    }
+    size_t len = strlen(s);
+    enum MHD_Result r = hname ? respond_raw(c, status, "application/json", s, len, hname, hvalue, (char *)NULL)
+                              : respond_raw(c, status, "application/json", s, len, (char *)NULL);
+    free(s);
+    return r;
+}
+
+static enum MHD_Result respond_json(conn_ctx *c, int status, json_t *j) { return respond_json_h(c, status, j, NULL, NULL); }
+
+static enum MHD_Result respond_error(conn_ctx *c, int status, const char *msg) {
+    return respond_json(c, status, dmt_api_error("%s", msg));
+}
+
+/* ---- the worker's side: a request's sentences are all done ---- */
+
+/* Runs on a worker thread. The resume comes after the unlock: once resumed, the
+ * HTTP thread may answer and free c at any moment, so c must not be touched. */
+static void work_done(dmt_work *w) {
+    conn_ctx *c = w->user;
+    struct MHD_Connection *conn = c->conn;
+    pthread_mutex_lock(&c->mu);
+    c->state = ST_FINISHED;
+    int resume = c->suspended;
+    c->suspended = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (resume) MHD_resume_connection(conn);
+}
+
+/* Polled by the scheduler (watcher thread) while the request waits or runs: has
+ * the client gone? The connection is suspended, so libmicrohttpd reads nothing
+ * from it meanwhile. A reset means nobody will read the answer. End of stream (the
+ * client's FIN) is either a close or a half-close (shutdown(SHUT_WR), then read the
+ * answer: halfclose.c delivers it), and the two look the same from here. So the
+ * first FIN is answered with an interim "HTTP/1.1 100 Continue" (RFC 9110 15.2: an
+ * HTTP/1.1 client must accept 1xx responses it did not ask for; curl, Python's
+ * http.client and browsers skip them): a client that closed its socket answers
+ * those bytes with a reset, seen at the next poll; a half-closed one reads them
+ * and stays. HTTP/1.0 requests may not be sent a 1xx, and /translate_file answers
+ * only through libmicrohttpd: for those a FIN still means gone. A client that
+ * sends more (a pipelined request) counts as there. */
+static int work_alive(dmt_work *w) {
+    conn_ctx *c = w->user;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 1;
+    struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) <= 0) return 1;
+    if (p.revents & (POLLHUP | POLLERR)) return 0;
+    if (p.revents & POLLRDHUP) {
+        if (!c->http11 || c->file) return 0;
+        if (!c->probed) {
+            static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
+            c->probed = 1;
+            return send(ci->connect_fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) == sizeof probe - 1;
+        }
+        return 1; /* probed: still here until a reset says otherwise */
+    }
+    char b;
+    ssize_t got = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return got > 0 || (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
+/* ---- POST /translate ---- */
+
+typedef struct {
+    json_t *obj;
+    char *key;
+    char *val;
+    size_t len;
+    int bad;
+    char err[256];
+} form_state;
+
+/* Appends a field value (or a piece of one: off > 0) to fs; flushes on key change. */
+static void form_flush(form_state *fs) {
+    if (!fs->key) return;
+    size_t bad_at;
+    if (!fs->bad && !dmt_utf8_validate(fs->val, fs->len, &bad_at)) {
+        snprintf(fs->err, sizeof fs->err, "invalid UTF-8 in form field '%.64s' at byte %zu", fs->key, bad_at);
+        fs->bad = 1;
+    }
+    if (!fs->bad) {
+        json_t *v = json_stringn(fs->val ? fs->val : "", fs->len), *old = json_object_get(fs->obj, fs->key);
+        if (!v) {
+            snprintf(fs->err, sizeof fs->err, "form field '%.64s' is not valid text", fs->key);
+            fs->bad = 1;
+        } else if (!old) {
+            json_object_set_new(fs->obj, fs->key, v);
+        } else if (json_is_array(old)) {
+            json_array_append_new(old, v);
+        } else {
+            json_object_set_new(fs->obj, fs->key, json_pack("[O, o]", old, v));
+        }
+    }
+    free(fs->key);
+    free(fs->val);
+    fs->key = fs->val = NULL;
+    fs->len = 0;
+}
+
+static enum MHD_Result form_field(void *cls, enum MHD_ValueKind kind, const char *key, const char *filename,
+                                  const char *content_type, const char *encoding, const char *data, uint64_t off,
+                                  size_t size) {
+    form_state *fs = cls;
+    if (!key) return MHD_YES;
+    if (!fs->key || off == 0 || strcmp(fs->key, key)) {
+        form_flush(fs);
+        fs->key = strdup(key);
+    }
+    if (size) {
+        char *v = realloc(fs->val, fs->len + size + 1);
+        if (!v || !fs->key) return MHD_NO;
+        memcpy(v + fs->len, data, size);
+        fs->val = v;
+        fs->len += size;
+    }
+    return MHD_YES;
+}
+
+/* Form body -> JSON object of strings (a repeated key becomes an array). */
+static json_t *parse_form(conn_ctx *c, char *err, size_t errlen) {
+    form_state fs = {.obj = json_object()};
+    struct MHD_PostProcessor *pp = MHD_create_post_processor(c->conn, 16 * 1024, form_field, &fs);
+    if (!pp) {
+        json_decref(fs.obj);
+        snprintf(err, errlen, "cannot parse the form body");
+        return NULL;
+    }
+    enum MHD_Result ok = MHD_post_process(pp, c->body ? c->body : "", c->body_len);
+    MHD_destroy_post_processor(pp);
+    form_flush(&fs);
+    if (ok != MHD_YES || fs.bad) {
+        snprintf(err, errlen, "%s", fs.bad ? fs.err : "malformed form body");
+        free(fs.key);
+        free(fs.val);
+        json_decref(fs.obj);
+        return NULL;
+    }
+    return fs.obj;
+}
+
+static json_t *parse_body(conn_ctx *c, char *err, size_t errlen) {
+    const char *type = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (type && (!strncasecmp(type, "application/x-www-form-urlencoded", 33) ||
+                 !strncasecmp(type, "multipart/form-data", 19)))
+        return parse_form(c, err, errlen);
+    size_t bad_at;
+    if (!dmt_utf8_validate(c->body, c->body_len, &bad_at)) {
+        snprintf(err, errlen, "invalid UTF-8 in the request body at byte %zu", bad_at);
+        return NULL;
+    }
+    if (c->body_len == 0) {
+        snprintf(err, errlen, "empty request body: expected JSON or a form");
+        return NULL;
+    }
+    json_error_t jerr;
+    json_t *j = json_loadb(c->body, c->body_len, 0, &jerr);
+    if (!j) snprintf(err, errlen, "invalid JSON: %s (line %d, column %d)", jerr.text, jerr.line, jerr.column);
+    return j;
+}
+
+/* Runs on the files' parser thread: the document is parsed; the HTTP side goes on
+ * (ST_PARSED) once resumed. As in work_done, c is not touched after the resume. */
+static void file_parsed(void *arg) {
+    conn_ctx *c = arg;
+    struct MHD_Connection *conn = c->conn;
+    pthread_mutex_lock(&c->mu);
+    c->state = ST_PARSED;
+    int resume = c->suspended;
+    c->suspended = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (resume) MHD_resume_connection(conn);
+}
+
+/* POST /translate_file, the body in: the upload's fields are read and its key is
+ * checked here; the document itself is parsed on the files' parser thread while
+ * the connection is suspended (files.h), then translate_request goes on. */
+static enum MHD_Result translate_file_received(conn_ctx *c) {
+    dmt_server *srv = c->srv;
+    char err[1024] = "";
+    if (!srv->files)
+        return respond_error(c, 503, "file translation is off: the server has no writable temporary folder");
+    int status = dmt_files_receive(srv->files, c->conn, c->body, c->body_len, &c->file, err, sizeof err);
+    free(c->body);
+    c->body = NULL;
+    if (status) return respond_error(c, status, err);
+    if (srv->cfg->n_api_keys > 0 && !dmt_api_key_allowed(srv->cfg, dmt_file_job_api_key(c->file)))
+        return respond_error(c, 403, "Invalid API key");
+    pthread_mutex_lock(&c->mu); /* file_parsed waits for the suspension */
+    status = dmt_files_parse_async(srv->files, c->file, file_parsed, c, err, sizeof err);
+    if (status == 0) {
+        c->state = ST_PARSING;
+        c->suspended = 1;
+        MHD_suspend_connection(c->conn);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (status == 0) return MHD_YES;
+    if (status == 429) dmt_metrics_rejected(srv->metrics);
+    return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "1");
+}
+
+static enum MHD_Result translate_request(conn_ctx *c, json_t *body);
+
+/* The whole body is in: validate, then queue and suspend (or answer at once). */
+static enum MHD_Result translate_body_done(conn_ctx *c) {
+    dmt_server *srv = c->srv;
+    char err[1024] = "";
+    if (c->body_seen > srv->cfg->max_body_bytes) {
+        snprintf(err, sizeof err, "request body too large: %zu bytes, limit %zu", c->body_seen,
+                 srv->cfg->max_body_bytes);
+        return respond_error(c, 413, err);
+    }
+    if (routes[c->route_index].r == R_TRANSLATE_FILE) return translate_file_received(c);
+    json_t *body = parse_body(c, err, sizeof err);
+    free(c->body);
+    c->body = NULL;
+    if (!body) return respond_error(c, 400, err);
+    return translate_request(c, body);
+}
+
+/* A parsed request body (stolen): /detect and /suggest are answered at once;
+ * /translate and /translate_file are validated and queued. */
+static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
+    dmt_server *srv = c->srv;
+    char err[1024] = "";
+    int status;
+    route r0 = routes[c->route_index].r;
+    if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
+        json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
+                                     : dmt_lt_suggest(srv->cfg, body, &status);
+        return respond_json(c, status, res);
+    }
+    status = dmt_api_translate_parse(srv->cfg, &srv->model_cfg, dmt_scheduler_model(srv->sched), body, &c->req, err,
+                                     sizeof err);
+    if (status) return respond_error(c, status, err);
+    dmt_api_request *r = c->req;
+    if (r->work.n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
+        json_t *res = dmt_api_translate_result(r, &status);
+        if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
+        return respond_json(c, status, res);
+    }
+    r->work.user = c;
+    r->work.done = work_done;
+    r->work.alive = work_alive;
+    r->work.deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
+    pthread_mutex_lock(&c->mu);
+    int rc = dmt_scheduler_submit(srv->sched, &r->work, err, sizeof err);
+    if (rc == DMT_SUBMIT_OK) {
+        c->state = ST_QUEUED;
+        c->suspended = 1;
+        MHD_suspend_connection(c->conn);
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (rc == DMT_SUBMIT_OK) return MHD_YES;
+    if (rc == DMT_SUBMIT_TOO_LARGE) return respond_error(c, 413, err);
+    if (rc == DMT_SUBMIT_FULL) {
+        dmt_metrics_rejected(srv->metrics);
+        return respond_json_h(c, 429, dmt_api_error("too many requests: the translation queue is full"),
+                              MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
+    return respond_json_h(c, 503, dmt_api_error("the server is %s", dmt_scheduler_ready(srv->sched) ? "shutting down" : "loading the model"),
+                          MHD_HTTP_HEADER_RETRY_AFTER, "1");
+}
+
+static enum MHD_Result translate_first(conn_ctx *c) {
+    dmt_server *srv = c->srv;
+    if (translates(routes[c->route_index].r) && !dmt_scheduler_ready(srv->sched))
+        return respond_json_h(c, 503, dmt_api_error("the model is loading; try again shortly"),
+                              MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    const char *cl = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl) {
+        char *end;
+        unsigned long long n = strtoull(cl, &end, 10);
+        if (end != cl && n > srv->cfg->max_body_bytes) {
+            char err[256];
+            snprintf(err, sizeof err, "request body too large: %llu bytes, limit %zu", n, srv->cfg->max_body_bytes);
+            return respond_error(c, 413, err);
+        }
+    }
+    c->state = ST_BODY;
+    return MHD_YES;
+}
+
+static enum MHD_Result translate_upload(conn_ctx *c, const char *data, size_t *size) {
+    size_t n = *size, max = c->srv->cfg->max_body_bytes;
+    c->body_seen += n;
+    *size = 0;
+    if (c->body_seen > max) { /* counted, not kept: the answer will be 413 */
+        free(c->body);
+        c->body = NULL;
+        c->body_len = c->body_cap = 0;
+        return MHD_YES;
+    }
+    if (c->body_len + n > c->body_cap) {
+        size_t cap = c->body_cap ? c->body_cap : 4096;
+        while (cap < c->body_len + n) cap *= 2;
+        if (cap > max) cap = max;
+        char *b = realloc(c->body, cap + 1);
+        if (!b) return MHD_NO;
+        c->body = b;
+        c->body_cap = cap;
+    }
+    memcpy(c->body + c->body_len, data, n);
+    c->body_len += n;
+    return MHD_YES;
+}
+
+/* ---- the GET endpoints ---- */
+
+static enum MHD_Result respond_get(conn_ctx *c, route r) {
+    dmt_server *srv = c->srv;
+    int ready = dmt_scheduler_ready(srv->sched);
+    switch (r) {
+    case R_ROOT:
+        if (dmt_webpage_wanted(MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))) {
+            size_t len;
+            const char *page = dmt_webpage(&len);
+            /* the page may load nothing from elsewhere: it works offline */
+            return respond_raw(c, 200, "text/html; charset=utf-8", page, len, "Vary", "Accept",
+                               "Content-Security-Policy",
+                               "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
+                               (char *)NULL);
+        }
+        return respond_json_h(c, 200, json_pack("{s:s, s:s, s:s, s:[sssssssss]}", "name", "deepmt", "version",
+                                                DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
+                                                "POST /translate", "POST /translate_file", "POST /detect",
+                                                "GET /languages", "GET /frontend/settings", "GET /spec", "GET /health",
+                                                "GET /ready", "GET /metrics"),
+                              "Vary", "Accept");
+    case R_LANGUAGES:
+        return respond_json(c, 200, dmt_api_languages(&srv->model_cfg));
+    case R_HEALTH:
+        return respond_json(c, 200, json_pack("{s:s}", "status", "ok"));
+    case R_READY:
+        if (ready) return respond_json(c, 200, json_pack("{s:s}", "status", "ready"));
+        return respond_json_h(c, 503, json_pack("{s:s}", "status", "loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    case R_SETTINGS:
+        return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg, srv->files != NULL));
+    case R_DOWNLOAD: {
+        char *data, name[160], err[256], disp[200];
+        size_t len;
+        const char *type;
+        if (!srv->files) return respond_error(c, 404, "no such file");
+        int st = dmt_files_get(srv->files, c->path + strlen("/download_file/"), &data, &len, name, sizeof name, &type,
+                               err, sizeof err);
+        if (st) return respond_error(c, st, err);
+        snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", name);
+        enum MHD_Result res = respond_raw(c, 200, type, data, len, "Content-Disposition", disp, (char *)NULL);
+        free(data);
+        return res;
+    }
+    case R_SPEC: {
+        size_t len;
+        const char *spec = dmt_lt_spec(&len);
+        return respond_raw(c, 200, "application/json", spec, len, (char *)NULL);
+    }
+    case R_METRICS: {
+        char *text = dmt_metrics_render(srv->metrics, dmt_scheduler_queued(srv->sched),
+                                        dmt_scheduler_busy(srv->sched), ready, atomic_load(&srv->active));
+        if (!text) return respond_error(c, 500, "out of memory");
+        enum MHD_Result res = respond_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text),
+                                          (char *)NULL);
+        free(text);
+        return res;
+    }
+    default:
+        return respond_error(c, 404, "not found");
+    }
+}
+
+/* ---- the access handler ---- */
+
+/* Answers everything but the body of POST /translate. Called on the second
+ * callback: libmicrohttpd closes the connection after an answer queued on the
+ * first one, which only the refusals of a body (413, 503) want. */
+static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *method) {
+    int ri = c->route_index;
+    if (ri < 0) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "not found: %.*s", (int)dmt_text_clip(url, strlen(url), 160), url);
+        return respond_error(c, 404, msg);
+    }
+    route r = routes[ri].r;
+    const char *allow = routes[ri].allow;
+    if (!strcmp(method, "OPTIONS")) {
+        const dmt_server_config *cfg = c->srv->cfg;
+        if (cfg->cors_origin[0])
+            return respond_raw(c, 204, NULL, "", 0, "Allow", allow, "Access-Control-Allow-Methods", allow,
+                               "Access-Control-Allow-Headers", "Content-Type, Authorization",
+                               "Access-Control-Max-Age", "86400", (char *)NULL);
+        return respond_raw(c, 204, NULL, "", 0, "Allow", allow, (char *)NULL);
+    }
+    int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    int post = !strcmp(method, "POST");
+    if ((!takes_body(r) && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
+    char msg[256];
+    snprintf(msg, sizeof msg, "method %.*s not allowed on %s; allowed: %s", (int)dmt_text_clip(method, strlen(method), 16),
+             method, routes[ri].path, allow);
+    return respond_json_h(c, 405, dmt_api_error("%s", msg), MHD_HTTP_HEADER_ALLOW, allow);
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                               const char *version, const char *upload_data, size_t *upload_data_size,
+                               void **req_cls) {
+    dmt_server *srv = cls;
+    conn_ctx *c = *req_cls;
+    if (!c) {
+        c = calloc(1, sizeof *c);
+        if (!c) return MHD_NO;
+        c->srv = srv;
+        c->conn = conn;
+        c->t0 = dmt_now();
+        c->http11 = !strcmp(version, MHD_HTTP_VERSION_1_1);
+        pthread_mutex_init(&c->mu, NULL);
+        /* kept raw (the access log escapes them), cut on a character boundary */
+        snprintf(c->method, sizeof c->method, "%.*s", (int)dmt_text_clip(method, strlen(method), sizeof c->method - 1),
+                 method);
+        snprintf(c->path, sizeof c->path, "%.*s", (int)dmt_text_clip(url, strlen(url), sizeof c->path - 1), url);
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        snprintf(c->client, sizeof c->client, "-");
+        if (ci && ci->client_addr) {
+            const struct sockaddr *sa = ci->client_addr;
+            if (sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->client, sizeof c->client);
+            else if (sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->client, sizeof c->client);
+        }
+        atomic_fetch_add(&srv->active, 1);
+        *req_cls = c;
+        c->route_index = -1;
+        for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
+            if (!strcmp(url, routes[i].path) ||
+                (routes[i].r == R_DOWNLOAD && !strncmp(url, routes[i].path, strlen(routes[i].path))))
+                c->route_index = (int)i;
+        if (c->route_index >= 0 && takes_body(routes[c->route_index].r) && !strcmp(method, "POST"))
+            return translate_first(c);
+        c->state = ST_ROUTE;
+        return MHD_YES;
+    }
+    if (!*upload_data_size && (c->state == ST_ROUTE || c->state == ST_BODY)) /* the whole request is in */
+        dmt_conn_guard_request_read(srv->guard, conn);
+    switch (c->state) {
+    case ST_ROUTE:
+        if (*upload_data_size) { /* a body where none is expected: ignored */
+            *upload_data_size = 0;
+            return MHD_YES;
+        }
+        return answer_route(c, url, method);
+    case ST_BODY:
+        if (*upload_data_size) return translate_upload(c, upload_data, upload_data_size);
+        return translate_body_done(c);
+    case ST_PARSED: { /* /translate_file: the parser thread is done with the document */
+        char err[1024] = "";
+        json_t *body;
+        int status = dmt_file_job_request(c->file, &body, err, sizeof err);
+        if (status) return respond_error(c, status, err);
+        return translate_request(c, body);
+    }
+    case ST_FINISHED: {
+        int status;
+        json_t *res = dmt_api_translate_result(c->req, &status);
+        if (c->file) res = dmt_files_finish(c->srv->files, c->conn, c->file, res, status, &status);
+        return respond_json(c, status, res);
+    }
+    case ST_PARSING:
+    case ST_QUEUED: /* not expected: MHD calls again only after the resume */
+        return MHD_YES;
+    default: /* answered already (e.g. 413 up front): ignore any body */
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, enum MHD_RequestTerminationCode toe) {
+    dmt_server *srv = cls;
+    conn_ctx *c = *req_cls;
+    if (!c) return;
+    *req_cls = NULL;
+    /* A request still queued cannot be completed: MHD never ends a suspended
+     * connection on its own, and shutdown drains the scheduler first. */
+    int status = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? c->status : 0;
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_FINISHED) /* read EOF: the client half-closed */
+        status = dmt_http_answer_half_closed(srv, conn, c->req, &c->bytes);
+    double dt = dmt_now() - c->t0;
+    dmt_conn_guard_request_done(srv->guard, conn); /* a next request on this connection gets its own time */
+    dmt_metrics_request(srv->metrics, status, dt);
+    dmt_access_log(srv->cfg, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);
+    dmt_api_request_free(c->req);
+    dmt_file_job_free(c->file);
+    free(c->body);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+    atomic_fetch_sub(&srv->active, 1);
+}
+
+/* Counts open connections, so that a drain also waits for requests that are still
+ * arriving (no callback has seen them yet), and keeps the read deadlines'
+ * bookkeeping (connguard.c). */
+static void connection_event(void *cls, struct MHD_Connection *conn, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code) {
+    dmt_server *srv = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) atomic_fetch_add(&srv->connections, 1);
+    else if (code == MHD_CONNECTION_NOTIFY_CLOSED) atomic_fetch_sub(&srv->connections, 1);
+    dmt_conn_guard_notify(srv->guard, conn, socket_context, (int)code);
+}
+
+/* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    dmt_server *srv = cls;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t l = strlen(msg);
+    while (l && (msg[l - 1] == '\n' || msg[l - 1] == '\r')) msg[--l] = 0;
+    dmt_server_log(srv->cfg, "libmicrohttpd: %s", msg);
+}
+
+int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
+    const dmt_server_config *cfg = srv->cfg;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai;
+    char port[16];
+    snprintf(port, sizeof port, "%d", cfg->port);
+    int gai = getaddrinfo(cfg->host, port, &hints, &ai);
+    if (gai) {
+        snprintf(err, errlen, "--host %s: %s", cfg->host, gai_strerror(gai));
+        return -1;
+    }
+    if (!srv->files) { /* without a writable temporary folder, only /translate_file is off */
+        char ferr[512];
+        if (!(srv->files = dmt_files_new(ferr, sizeof ferr)))
+            dmt_server_log(cfg, "file translation is off: %s (set TMPDIR to a writable folder)", ferr);
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg, srv->metrics);
+    if (cfg->request_read_timeout_s > 0 && !srv->guard) {
+        freeaddrinfo(ai);
+        dmt_files_free(srv->files);
+        srv->files = NULL;
+        snprintf(err, errlen, "cannot start the --request-read-timeout thread");
+        return -1;
+    }
+    srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, srv,
+                                   MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+                                   MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                   MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->max_connections_per_ip,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)30,
+                                   MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                                   MHD_OPTION_NOTIFY_COMPLETED, completed, srv,
+                                   MHD_OPTION_NOTIFY_CONNECTION, connection_event, srv,
+                                   MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!srv->daemon) {
+        dmt_conn_guard_free(srv->guard);
+        srv->guard = NULL;
+        dmt_files_free(srv->files);
+        srv->files = NULL;
+        snprintf(err, errlen, "cannot listen on %s:%d (address in use, or not allowed?)", cfg->host, cfg->port);
+        return -1;
+    }
+    return 0;
+}
+
+int dmt_http_port(dmt_server *srv) {
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    return di ? di->port : srv->cfg->port;
+}
+
+void dmt_http_quiesce(dmt_server *srv) {
+    atomic_store(&srv->draining, 1);
+    MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
+    if (fd != MHD_INVALID_SOCKET) close(fd);
+}
+
+void dmt_http_stop(dmt_server *srv) {
+    /* a document still being parsed resumes its connection first: libmicrohttpd
+     * must not be stopped with a connection suspended */
+    dmt_files_stop_parsing(srv->files);
+    if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    srv->daemon = NULL;
+    dmt_conn_guard_free(srv->guard); /* every connection is closed now */
+    srv->guard = NULL;
+    dmt_files_free(srv->files); /* after the daemon: no request uses it any more */
+    srv->files = NULL;
+}

@@ -1,0 +1,58 @@
+/* http.h — the HTTP side of `deepmt serve` (libmicrohttpd): the server's shared
+ * state, the daemon (http.c), the read deadline (connguard.c) and answers to
+ * half-closed clients (halfclose.c). */
+#ifndef DEEPMT_SERVER_TRANSPORT_HTTP_H
+#define DEEPMT_SERVER_TRANSPORT_HTTP_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include "model/config.h"
+#include "server/api/api.h"
+#include "server/config.h"
+#include "server/metrics.h"
+#include "server/sched/scheduler.h"
+
+struct MHD_Connection;
+typedef struct dmt_conn_guard dmt_conn_guard;
+
+typedef struct dmt_server {
+    const dmt_server_config *cfg;
+    dmt_config model_cfg;      /* config.json, read before the model loads */
+    dmt_scheduler *sched;
+    dmt_metrics *metrics;
+    struct MHD_Daemon *daemon;
+    dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
+    struct dmt_files *files;   /* /translate_file results (files.h) */
+    atomic_int active;         /* requests between their first callback and completion */
+    atomic_int connections;    /* open client connections (a request may be arriving on one) */
+    atomic_int draining;       /* shutting down: answers carry Connection: close */
+    double started;
+} dmt_server;
+
+/* connguard.c: the whole-request read deadline (--request-read-timeout). A
+ * connection must deliver a complete request (headers and body) within the
+ * timeout of opening, or of its previous answer; otherwise it is shut down. The
+ * idle timeout alone cannot do this: it restarts on every byte. NULL guard (timeout
+ * 0): every call does nothing. */
+dmt_conn_guard *dmt_conn_guard_new(int timeout_s, const dmt_server_config *cfg, dmt_metrics *metrics);
+void dmt_conn_guard_free(dmt_conn_guard *g);    /* after the daemon stopped */
+/* For the MHD_OPTION_NOTIFY_CONNECTION callback: code is its
+ * MHD_ConnectionNotificationCode (started, closed). */
+void dmt_conn_guard_notify(dmt_conn_guard *g, struct MHD_Connection *conn, void **socket_context, int code);
+void dmt_conn_guard_request_read(dmt_conn_guard *g, struct MHD_Connection *conn); /* request complete */
+void dmt_conn_guard_request_done(dmt_conn_guard *g, struct MHD_Connection *conn); /* next one starts */
+
+/* halfclose.c: writes the answer of req (work done) on conn's socket at once,
+ * after libmicrohttpd ended the request unanswered because the client
+ * half-closed. Returns the status written, with *bytes
+ * set, or 0 when it could not be written (the client is gone). */
+int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
+                                size_t *bytes);
+
+int dmt_http_start(dmt_server *srv, char *err, size_t errlen);
+int dmt_http_port(dmt_server *srv);     /* the bound port (for --port 0) */
+void dmt_http_quiesce(dmt_server *srv); /* stop accepting connections */
+void dmt_http_stop(dmt_server *srv);
+
+#endif

@@ -1,0 +1,302 @@
+/* sentences.c — the sentence splitter (rules in sentences.h). */
+#include "text/sentences.h"
+
+#include <stdint.h>
+#include <string.h>
+
+/* The code point at s[i] and its length in bytes. Lenient: a byte that does not
+ * start a valid sequence is returned as itself with length 1. */
+static uint32_t cp_at(const char *s, size_t len, size_t i, size_t *n) {
+    const unsigned char *p = (const unsigned char *)s + i;
+    size_t left = len - i;
+    *n = 1;
+    if (p[0] < 0x80) return p[0];
+    int need = p[0] >= 0xF0 && p[0] < 0xF5 ? 3 : p[0] >= 0xE0 && p[0] < 0xF0 ? 2 : p[0] >= 0xC2 && p[0] < 0xE0 ? 1 : -1;
+    if (need < 0 || (size_t)need >= left) return p[0];
+    uint32_t c = p[0] & (0x3F >> need);
+    for (int k = 1; k <= need; k++) {
+        if ((p[k] & 0xC0) != 0x80) return p[0];
+        c = c << 6 | (p[k] & 0x3F);
+    }
+    *n = (size_t)need + 1;
+    return c;
+}
+
+static int is_linebreak(uint32_t c) {
+    return c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x85 || c == 0x2028 || c == 0x2029;
+}
+
+static int is_space(uint32_t c) {
+    return c == ' ' || c == '\t' || is_linebreak(c) || c == 0xA0 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/* 。！？ end a sentence even without a space after them. */
+static int is_cjk_terminator(uint32_t c) { return c == 0x3002 || c == 0xFF01 || c == 0xFF1F; }
+
+static int is_terminator(uint32_t c) {
+    return c == '.' || c == '!' || c == '?' || c == 0x2026 /* … */ || is_cjk_terminator(c);
+}
+
+/* Closing quotes and brackets that belong to the sentence before them. */
+static int is_closer(uint32_t c) {
+    return c == '"' || c == '\'' || c == ')' || c == ']' || c == '}' || c == 0xBB /* » */ ||
+           c == 0x201D /* ” */ || c == 0x2019 /* ’ */ || c == 0x203A /* › */ || c == 0x300D || c == 0x300F;
+}
+
+static int is_opener(uint32_t c) {
+    return c == '"' || c == '\'' || c == '(' || c == '[' || c == 0xAB /* « */ || c == 0x201C /* “ */ ||
+           c == 0x2018 /* ‘ */ || c == 0x201E /* „ */ || c == 0x2039 /* ‹ */ || c == 0xBF /* ¿ */ ||
+           c == 0xA1 /* ¡ */ || c == 0x300C || c == 0x300E || c == '-' || c == 0x2013 || c == 0x2014;
+}
+
+/* Uppercase letters of the Latin, Greek and Cyrillic blocks (enough for a heuristic). */
+static int is_upper(uint32_t c) {
+    if (c >= 'A' && c <= 'Z') return 1;
+    if (c >= 0xC0 && c <= 0xDE) return c != 0xD7;
+    if (c >= 0x100 && c <= 0x137) return c % 2 == 0;
+    if (c >= 0x139 && c <= 0x148) return c % 2 == 1;
+    if (c >= 0x14A && c <= 0x177) return c % 2 == 0;
+    if (c >= 0x178 && c <= 0x17E) return c == 0x178 || c % 2 == 1;
+    if (c == 0x386 || (c >= 0x388 && c <= 0x38F) || (c >= 0x391 && c <= 0x3AB)) return 1;
+    if (c >= 0x400 && c <= 0x42F) return 1;
+    if (c >= 0x460 && c <= 0x4FF) return c % 2 == 0;
+    if (c >= 0x1E00 && c <= 0x1EFF) return c % 2 == 0;
+    return 0;
+}
+
+/* Letters of scripts without case (Hebrew, Arabic, Indic, Thai, CJK, Hangul...):
+ * after a terminator and a space they may open a sentence. */
+static int is_caseless_letter(uint32_t c) {
+    return (c >= 0x0590 && c <= 0x1CFF && !(c >= 0x10A0 && c <= 0x10FF)) || (c >= 0x3040 && c <= 0xD7AF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || c >= 0x20000;
+}
+
+static int opens_sentence(uint32_t c) {
+    return is_upper(c) || (c >= '0' && c <= '9') || is_opener(c) || is_caseless_letter(c);
+}
+
+/* Abbreviations that never end a sentence (compared lowercase, without the dot),
+ * and those that do not end one when a number follows ("No. 5", "Fig. 3"). */
+static const char *const abbrev_always[] = {
+    "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "inc", "ltd", "co", "corp", "approx", "dept",
+    "mt", "gen", "col", "lt", "sgt", "capt", "rev", "hon", "gov", "sen", "rep", "cf", "al", "ed", "eds",
+    "bzw", "ca", "usw", "vgl", "evtl", "ggf", "inkl", "hr", "hrn", "fr", "frl", "str", "mme", "mlle", "mgr",
+    "sra", "srta", "dña", "tel", "resp", "jan", "feb", "aug", "sept", "oct", "nov", "dec", NULL};
+static const char *const abbrev_before_number[] = {"no", "nr", "art", "fig", "figs", "vol", "pp", "p", "ch",
+                                                   "sec", "tab", "abs", "op", "bd", "s", "č", NULL};
+
+static int in_list(const char *const *list, const char *w) {
+    for (int i = 0; list[i]; i++)
+        if (!strcmp(list[i], w)) return 1;
+    return 0;
+}
+
+/* Is the word that ends just before the '.' at text[dot] an abbreviation? The
+ * word starts after the last space at or after line_start; next is the code point
+ * that follows the terminator and its spaces. */
+static int is_abbreviation(const char *text, size_t line_start, size_t dot, uint32_t next) {
+    size_t b = dot;
+    while (b > line_start) {
+        unsigned char ch = (unsigned char)text[b - 1];
+        if (ch < 0x80 ? is_space(ch) : ch == 0xA0 && b - 1 > line_start && (unsigned char)text[b - 2] == 0xC2) break;
+        b--;
+    }
+    /* leading quotes and brackets are not part of the word */
+    while (b < dot) {
+        size_t n;
+        uint32_t c = cp_at(text, dot, b, &n);
+        if (!is_opener(c)) break;
+        b += n;
+    }
+    if (b == dot) return 0;
+    size_t wlen = dot - b;
+    /* a single letter: an initial ("J. Smith") */
+    size_t n;
+    uint32_t c0 = cp_at(text, dot, b, &n);
+    if (n == wlen) return is_upper(c0);
+    /* dotted pieces of one or two letters: "e.g", "U.S", "z.B", "d.h" */
+    if (memchr(text + b, '.', wlen)) {
+        size_t run = 0;
+        for (size_t i = b; i < dot; i++) {
+            if (text[i] == '.') {
+                if (run == 0 || run > 2) return 0;
+                run = 0;
+            } else if ((unsigned char)text[i] >= 0x80 || ((text[i] | 0x20) >= 'a' && (text[i] | 0x20) <= 'z')) {
+                run++;
+            } else {
+                return 0;
+            }
+        }
+        return run >= 1 && run <= 2;
+    }
+    if (wlen > 7) return 0;
+    char w[8];
+    for (size_t i = 0; i < wlen; i++) {
+        char ch = text[b + i];
+        w[i] = ch >= 'A' && ch <= 'Z' ? (char)(ch | 0x20) : ch;
+    }
+    w[wlen] = 0;
+    if (in_list(abbrev_always, w)) return 1;
+    return next >= '0' && next <= '9' && in_list(abbrev_before_number, w);
+}
+
+/* Scans one sentence from start (not a space); returns its end (exclusive, no
+ * trailing whitespace). Stops at a line break or a sentence boundary. */
+static size_t scan_sentence(const char *text, size_t len, size_t start) {
+    size_t i = start, end = start;
+    while (i < len) {
+        size_t n;
+        uint32_t c = cp_at(text, len, i, &n);
+        if (is_linebreak(c)) break;
+        if (!is_terminator(c)) {
+            if (!is_space(c)) end = i + n;
+            i += n;
+            continue;
+        }
+        /* a run of terminators, then closing quotes/brackets */
+        size_t run_start = i, k = i;
+        int run = 0, cjk = 0, dots = 0;
+        while (k < len) {
+            uint32_t t = cp_at(text, len, k, &n);
+            if (!is_terminator(t)) break;
+            cjk |= is_cjk_terminator(t);
+            dots += t == '.';
+            run++;
+            k += n;
+        }
+        while (k < len) {
+            uint32_t t = cp_at(text, len, k, &n);
+            if (!is_closer(t)) break;
+            k += n;
+        }
+        end = k;
+        if (k >= len) return k;
+        uint32_t after = cp_at(text, len, k, &n);
+        if (cjk && !is_space(after)) return k;
+        if (!is_space(after) || is_linebreak(after)) {
+            i = k;
+            continue;
+        }
+        size_t m = k;
+        uint32_t next = after;
+        while (m < len) {
+            next = cp_at(text, len, m, &n);
+            if (!is_space(next) || is_linebreak(next)) break;
+            m += n;
+        }
+        if (m >= len || is_linebreak(next)) return k;
+        if (opens_sentence(next) && !(run == 1 && dots == 1 && is_abbreviation(text, start, run_start, next)))
+            return k;
+        i = k;
+    }
+    return end;
+}
+
+int dmt_sentences_split(const char *text, size_t len, dmt_span *out, int cap) {
+    int count = 0;
+    size_t pos = 0;
+    if (!text) return 0;
+    while (pos < len) {
+        size_t n;
+        uint32_t c = cp_at(text, len, pos, &n);
+        if (is_space(c)) {
+            pos += n;
+            continue;
+        }
+        size_t end = scan_sentence(text, len, pos);
+        if (end <= pos) end = pos + n; /* cannot happen; guarantees progress */
+        if (count < cap) out[count] = (dmt_span){pos, end - pos};
+        count++;
+        pos = end;
+    }
+    return count;
+}
+
+/* ---- chunks of a sentence too long for the model (sentences.h) ---- */
+
+/* Punctuation after which a clause may end: , ; : and their CJK / full-width forms,
+ * dashes, closing brackets. */
+static int is_clause_end(uint32_t c) {
+    return c == ',' || c == ';' || c == ':' || c == 0x2013 /* – */ || c == 0x2014 /* — */ || c == ')' || c == ']' ||
+           c == '}' || c == 0x3001 /* 、 */ || c == 0xFF0C /* ， */ || c == 0xFF1B /* ； */ || c == 0xFF1A /* ： */ ||
+           c == 0xFF09 /* ） */ || c == 0x060C /* Arabic comma */ || c == 0x061B /* Arabic semicolon */;
+}
+
+static size_t next_char(const char *s, size_t len, size_t i) {
+    size_t n;
+    cp_at(s, len, i, &n);
+    return i + n;
+}
+
+/* [a, b) without the whitespace at either end. */
+static void trim(const char *s, size_t *a, size_t *b) {
+    size_t n;
+    while (*a < *b && is_space(cp_at(s, *b, *a, &n))) *a += n;
+    while (*b > *a) {
+        size_t k = *b - 1;
+        while (k > *a && ((unsigned char)s[k] & 0xC0) == 0x80) k--;
+        if (!is_space(cp_at(s, *b, k, &n))) break;
+        *b = k;
+    }
+}
+
+/* The longest prefix s[p..e) that fits, e a character boundary in (p, len]; p when
+ * not even one character fits. Binary search over character boundaries, assuming
+ * that a prefix of a fitting text fits (piece counts grow with the text). */
+static size_t longest_fitting(const char *s, size_t len, size_t p, int (*fits)(void *, const char *, size_t),
+                              void *arg) {
+    size_t lo = p, hi = len; /* s[p..lo) fits (or lo == p); no prefix ending past hi does */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo + 1) / 2;
+        while (mid > lo && mid < len && ((unsigned char)s[mid] & 0xC0) == 0x80) mid--;
+        if (mid <= lo) mid = next_char(s, len, lo); /* the first boundary above lo */
+        if (mid > hi) break;
+        if (fits(arg, s + p, mid - p)) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+int dmt_sentence_chunks(const char *s, size_t len, int (*fits)(void *arg, const char *text, size_t len), void *arg,
+                        dmt_span *out, int cap) {
+    size_t p = 0, e = len;
+    trim(s, &p, &e);
+    int n = 0;
+    while (p < e) {
+        size_t cut, next;
+        if (fits(arg, s + p, e - p)) {
+            cut = next = e;
+        } else {
+            size_t l = longest_fitting(s, e, p, fits, arg);
+            if (l == p) return -1; /* one character is too long */
+            /* the last clause end, else the last whitespace, within the fitting prefix */
+            size_t clause = 0, space = 0, k = p, cn;
+            while (k < l) {
+                uint32_t c = cp_at(s, e, k, &cn);
+                size_t after = k + cn;
+                if (is_clause_end(c) && after <= l && after < e) clause = after;
+                if (is_space(c) && k > p) space = k;
+                k = after;
+            }
+            /* a clause end that leaves less than a quarter of the room used is not worth
+             * the extra chunk: prefer the whitespace nearest the limit then */
+            if (clause && (clause - p) * 4 >= l - p) cut = clause;
+            else if (space) cut = space;
+            else if (clause) cut = clause;
+            else cut = l;
+            next = cut;
+        }
+        size_t a = p, b = cut;
+        trim(s, &a, &b);
+        if (a < b) {
+            if (n < cap) out[n] = (dmt_span){a, b - a};
+            n++;
+        }
+        p = next;
+        size_t sn;
+        while (p < e && is_space(cp_at(s, e, p, &sn))) p += sn;
+        if (p == a && b == a) p = next_char(s, e, p); /* cannot happen: progress anyway */
+    }
+    return n;
+}
