@@ -30,7 +30,11 @@ static int get_num(json_t *root, const char *key, float *out, char *err, size_t 
     if (!v) { snprintf(err, errlen, "config.json: missing key \"%s\"", key); return -1; }
     if (!json_is_number(v)) { snprintf(err, errlen, "config.json: \"%s\" must be a number", key); return -1; }
     double x = json_number_value(v);
-    if (!isfinite(x) || x <= 0) { snprintf(err, errlen, "config.json: \"%s\" must be positive", key); return -1; }
+    /* as a float: 1e300 would pass as a double and become inf (every translation NaN) */
+    if (!isfinite(x) || x <= 0 || x > 1e6 || (float)x <= 0) {
+        snprintf(err, errlen, "config.json: \"%s\" must be a positive number, at most 1e6 (got %g)", key, x);
+        return -1;
+    }
     *out = (float)x;
     return 0;
 }
@@ -113,11 +117,11 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
     json_t *v;
     if ((v = json_object_get(d, "beam_size")) && get_int(d, "beam_size", &c->decoding.beam_size, 1, err, errlen)) return -1;
     if ((v = json_object_get(d, "length_penalty"))) {
-        if (!json_is_number(v)) { snprintf(err, errlen, "config.json: decoding.length_penalty must be a number"); return -1; }
+        if (!json_is_number(v) || fabs(json_number_value(v)) > 100) { snprintf(err, errlen, "config.json: decoding.length_penalty must be a number in -100..100"); return -1; }
         c->decoding.length_penalty = (float)json_number_value(v);
     }
     if ((v = json_object_get(d, "max_len_a"))) {
-        if (!json_is_number(v) || json_number_value(v) < 0) { snprintf(err, errlen, "config.json: decoding.max_len_a must be a number >= 0"); return -1; }
+        if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 1000) { snprintf(err, errlen, "config.json: decoding.max_len_a must be a number in 0..1000"); return -1; }
         c->decoding.max_len_a = (float)json_number_value(v);
     }
     if ((v = json_object_get(d, "max_len_b")) && get_int(d, "max_len_b", &c->decoding.max_len_b, 0, err, errlen)) return -1;

@@ -170,6 +170,7 @@ def build_vocab(dict_path, vocab_size, lang_tokens, append_lang_tokens):
 
 # --------------------------------------------------------------------------- conversion
 
+MAX_POSITIONS = 65536  # model/config.h, DMT_MAX_POSITIONS: the longest sequence deepmt serves
 _LAYER = re.compile(r"^(encoder|decoder)\.layers\.(\d+)\.")
 
 
@@ -323,7 +324,14 @@ class Converter:
 
     # -- shapes & architecture -------------------------------------------------------
     def layer_count(self, side):
+        """Layers 0..n-1 of a side; their indices must run without gaps: a tensor named
+        encoder.layers.3000000.* in a small file would otherwise make every table below
+        3,000,000 layers long (a 16.8 KB checkpoint ran out of memory after 40 s)."""
         idx = {int(m.group(2)) for k in self.t for m in [_LAYER.match(k)] if m and m.group(1) == side}
+        if idx and len(idx) != max(idx) + 1:
+            missing = min(set(range(max(idx) + 1)) - idx)
+            raise ConvertError(f"{side} layer indices have gaps: the state dict has {side}.layers.{max(idx)}.* "
+                               f"but {len(idx)} layers in all (no {side}.layers.{missing}.*)")
         return (max(idx) + 1) if idx else 0
 
     def same(self, a, b):
@@ -494,6 +502,10 @@ class Converter:
                 raise ConvertError(f"sinusoidal positions need an even d_model >= 4 (got {d})")
             max_pos = min(int(self.arg("max_source_positions")), int(self.arg("max_target_positions")))
 
+        if not 2 <= int(max_pos) <= MAX_POSITIONS or offset > MAX_POSITIONS:
+            raise ConvertError(f"max_positions {int(max_pos)} (position offset {offset}) is outside 2..{MAX_POSITIONS}, "
+                               "what deepmt serves (model/config.h, DMT_MAX_POSITIONS); lower max_source_positions / "
+                               "max_target_positions with --set")
         cfg = {
             "format": "deepmt", "format_version": 1,
             "encoder_layers": n_enc, "decoder_layers": n_dec, "d_model": int(d), "heads": heads_e,

@@ -20,7 +20,8 @@
 #define FILES_KEEP_SECONDS 1800   /* a result can be fetched for 30 minutes */
 #define FILES_MAX_STORED 1000     /* results kept at once; the oldest goes first */
 #define FILES_MAX_BYTES (512u << 20)
-#define FIELD_MAX 256             /* source, target, api_key */
+#define FIELD_MAX 256             /* source, target */
+#define KEY_MAX 1025              /* api_key: keys may be 1,024 bytes (config.c) */
 #define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
 
 typedef struct {
@@ -50,7 +51,7 @@ struct dmt_file_job {
     char *data;                /* the upload; the document borrows it */
     size_t len;
     char name[128];            /* the upload's file name, made safe */
-    char source[FIELD_MAX], target[FIELD_MAX], api_key[FIELD_MAX];
+    char source[FIELD_MAX], target[FIELD_MAX], api_key[KEY_MAX];
     int has_api_key;
     /* parsing (the parser thread) */
     dmt_file_job *next;
@@ -197,14 +198,18 @@ typedef struct {
     size_t cap;
     int has_file;
     int too_long;
+    int nul;
     int oom;
 } upload;
 
-static void field_append(char *dst, const char *data, uint64_t off, size_t size, int *too_long) {
-    if (off + size >= FIELD_MAX) {
-        *too_long = 1;
+/* Appends a piece of a text field to dst (cap bytes with its NUL): too long or
+ * holding a NUL byte (a key "k1\0junk" must not pass as "k1") are refused. */
+static void field_append(upload *u, char *dst, size_t cap, const char *data, uint64_t off, size_t size) {
+    if (off + size >= cap) {
+        u->too_long = 1;
         return;
     }
+    if (size && memchr(data, 0, size)) u->nul = 1;
     memcpy(dst + off, data, size);
     dst[off + size] = 0;
 }
@@ -239,12 +244,12 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
         if (size) memcpy(u->job->data + u->job->len, data, size);
         u->job->len += size;
     } else if (!strcmp(key, "source")) {
-        field_append(u->job->source, data, off, size, &u->too_long);
+        field_append(u, u->job->source, sizeof u->job->source, data, off, size);
     } else if (!strcmp(key, "target")) {
-        field_append(u->job->target, data, off, size, &u->too_long);
+        field_append(u, u->job->target, sizeof u->job->target, data, off, size);
     } else if (!strcmp(key, "api_key")) {
         u->job->has_api_key = 1;
-        field_append(u->job->api_key, data, off, size, &u->too_long);
+        field_append(u, u->job->api_key, sizeof u->job->api_key, data, off, size);
     }
     return MHD_YES;
 }
@@ -274,7 +279,11 @@ int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *bo
         goto fail;
     }
     if (u.too_long) {
-        snprintf(err, errlen, "source, target and api_key must be shorter than %d bytes", FIELD_MAX);
+        snprintf(err, errlen, "source and target must be shorter than %d bytes, api_key than %d", FIELD_MAX, KEY_MAX);
+        goto fail;
+    }
+    if (u.nul) {
+        snprintf(err, errlen, "source, target and api_key may not contain NUL bytes");
         goto fail;
     }
     if (!u.has_file) {

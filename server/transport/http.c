@@ -89,6 +89,7 @@ typedef struct {
 
 static void add_common_headers(conn_ctx *c, struct MHD_Response *resp) {
     const dmt_server_config *cfg = c->srv->cfg;
+    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff"); /* every answer is what its type says */
     if (cfg->cors_origin[0]) {
         MHD_add_response_header(resp, "Access-Control-Allow-Origin", cfg->cors_origin);
         if (strcmp(cfg->cors_origin, "*")) MHD_add_response_header(resp, "Vary", "Origin");
@@ -202,6 +203,10 @@ typedef struct {
 static void form_flush(form_state *fs) {
     if (!fs->key) return;
     size_t bad_at;
+    if (!fs->bad && fs->len && memchr(fs->val, 0, fs->len)) { /* "%00": a key "k1%00junk" must not pass as "k1" */
+        snprintf(fs->err, sizeof fs->err, "form field '%.64s' contains a NUL byte (%%00)", fs->key);
+        fs->bad = 1;
+    }
     if (!fs->bad && !dmt_utf8_validate(fs->val, fs->len, &bad_at)) {
         snprintf(fs->err, sizeof fs->err, "invalid UTF-8 in form field '%.64s' at byte %zu", fs->key, bad_at);
         fs->bad = 1;
@@ -443,10 +448,12 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
             size_t len;
             const char *page = dmt_webpage(&len);
             /* the page may load nothing from elsewhere: it works offline */
+            /* it loads nothing from elsewhere, and no other site may frame it (clickjacking) */
             return respond_raw(c, 200, "text/html; charset=utf-8", page, len, "Vary", "Accept",
                                "Content-Security-Policy",
-                               "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:",
-                               (char *)NULL);
+                               "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; "
+                               "frame-ancestors 'none'",
+                               "X-Frame-Options", "DENY", (char *)NULL);
         }
         return respond_json_h(c, 200, json_pack("{s:s, s:s, s:s, s:[sssssssss]}", "name", "deepmt", "version",
                                                 DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
@@ -472,7 +479,11 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
                                err, sizeof err);
         if (st) return respond_error(c, st, err);
         snprintf(disp, sizeof disp, "attachment; filename=\"%s\"", name);
-        enum MHD_Result res = respond_raw(c, 200, type, data, len, "Content-Disposition", disp, (char *)NULL);
+        /* a translated page is someone's upload: opened in a browser, it runs in a
+         * sandbox (no scripts, no access to this origin) */
+        enum MHD_Result res = respond_raw(c, 200, type, data, len, "Content-Disposition", disp,
+                                          "Content-Security-Policy", "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:",
+                                          (char *)NULL);
         free(data);
         return res;
     }
@@ -631,9 +642,27 @@ static void connection_event(void *cls, struct MHD_Connection *conn, void **sock
     dmt_conn_guard_notify(srv->guard, conn, socket_context, (int)code);
 }
 
-/* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. */
+#define MHD_LOG_BURST 20
+#define MHD_LOG_WINDOW_S 10
+
+/* libmicrohttpd's messages quote the decoded URL: dmt_server_log escapes them. A
+ * flood of refused connections would write a line each (897 for 897 connects): past
+ * MHD_LOG_BURST lines in a window, they are counted, and the count is logged when the
+ * next window's first message comes. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
     dmt_server *srv = cls;
+    long now = (long)dmt_now(), start = atomic_load(&srv->mhd_log_window);
+    if (now - start >= MHD_LOG_WINDOW_S && atomic_compare_exchange_strong(&srv->mhd_log_window, &start, now)) {
+        int dropped = atomic_exchange(&srv->mhd_log_dropped, 0);
+        atomic_store(&srv->mhd_log_lines, 0);
+        if (dropped)
+            dmt_server_log(srv->cfg, "libmicrohttpd: %d more messages in the last %ld s were not logged", dropped,
+                           now - start);
+    }
+    if (atomic_fetch_add(&srv->mhd_log_lines, 1) >= MHD_LOG_BURST) {
+        atomic_fetch_add(&srv->mhd_log_dropped, 1);
+        return;
+    }
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
     size_t l = strlen(msg);

@@ -28,6 +28,10 @@ typedef struct dmt_server {
     atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */
     double started;
+    /* libmicrohttpd's own messages (one per refused connection, under a flood) are
+     * throttled: at most MHD_LOG_BURST a window of MHD_LOG_WINDOW_S seconds */
+    atomic_long mhd_log_window;   /* the window's start, whole seconds of dmt_now() */
+    atomic_int mhd_log_lines, mhd_log_dropped;
 } dmt_server;
 
 /* connguard.c: the whole-request read deadline (--request-read-timeout). A

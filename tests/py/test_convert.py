@@ -594,6 +594,16 @@ def error_checks():
         ("dict.txt longer than the embedding", ckpt("base"), ["--dict", dict_long], ["64 entries", "40 rows"]),
         ("malformed dict.txt", ckpt("base"), ["--dict", dict_bad], ["bad.dict.txt:2"]),
         ("language token not in the dictionary", ckpt("base"), ["--dict", dict_ok, "--languages", "en"], ["__en__"]),
+        ("a layer index far past the others (encoder.layers.3000000)",
+         ckpt("farlayer", sd=sd_plus(**{"encoder.layers.3000000.ffn.fc1.bias": torch.zeros(32)})), [],
+         ["layer indices have gaps", "encoder.layers.3000000", "encoder.layers.2"]),
+        ("max_source_positions 1e7 (sinusoidal)",
+         ckpt("maxpos", sd={**sd_minus("encoder.embed_positions.weight", "decoder.embed_positions.weight"),
+                            "encoder.embed_positions._float_tensor": torch.FloatTensor(1),
+                            "decoder.embed_positions._float_tensor": torch.FloatTensor(1)},
+              args=with_args(max_source_positions=10 ** 7, max_target_positions=10 ** 7,
+                             encoder_learned_pos=False, decoder_learned_pos=False)), [],
+         ["max_positions 10000000", "65536"]),
     ]
 
     # Two run as their own process (exit status and stderr as a user sees them), the rest

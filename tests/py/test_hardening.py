@@ -124,6 +124,16 @@ def test_api_key_file():
     st3, _, _ = jreq(srv.port, "POST", "/translate", {**body, "api_key": "short-key"})
     tap.ok((st1, st2, st3) == (200, 403, 200), "a 1,024-byte key (the limit) works whole; CRLF lines trimmed",
            f"{st1} {st2} {st3}")
+    import test_libretranslate_files as tf
+    st, j = tf.upload(srv.port, "a.txt", b"Hello there.", api_key=key)
+    tap.ok(st == 200, "a 1,024-byte key works on /translate_file too (its fields were limited to 256 bytes)", f"{st} {j}")
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    st, _, raw = request(srv.port, "POST", "/translate", "q=Hi&source=en&target=de&api_key=short-key%00junk", form)
+    st2, _, _ = request(srv.port, "POST", "/translate", "q=Hi&source=en&target=de&api_key=short-key", form)
+    tap.ok(st == 400 and b"NUL" in raw and st2 == 200, "form api_key=<key>%00junk is refused (400), not cut at the NUL",
+           f"{st} {raw[:200]!r} {st2}")
+    st, j = tf.upload(srv.port, "a.txt", b"Hello there.", api_key="short-key\x00junk")
+    tap.ok(st == 400 and "NUL" in ts.error_of(j), "... and in a /translate_file upload", f"{st} {j}")
     srv.stop()
 
     path = os.path.join(ts.TMP, "keys-ctl.txt")
@@ -371,9 +381,18 @@ def test_per_ip_limit():
     st1, st2 = health_from("127.0.0.4", srv.port), health_from("127.0.0.3", srv.port)
     tap.ok(st1 == 0 and st2 == 200, "--max-connections-per-ip 2: a third connection from that address is refused, "
                                     "others served", f"{st1} {st2}")
+    for _ in range(200):  # each refused connection is one libmicrohttpd message
+        try:
+            connect_from("127.0.0.4", srv.port).close()
+        except OSError:
+            pass
+    time.sleep(0.3 * SLOW)
     a.close()
     b.close()
     srv.stop()
+    lines = [l for l in srv.stderr().splitlines() if "libmicrohttpd:" in l]
+    tap.ok(len(lines) <= 25, "200 refused connections: libmicrohttpd's messages are throttled (at most 20 a 10 s)",
+           f"{len(lines)} lines")
 
 
 def seconds_until_closed(s, byte, limit=8):

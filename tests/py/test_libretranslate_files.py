@@ -253,6 +253,22 @@ def expanding_docx(parts=8):
     return docx_bytes(xml, extra)
 
 
+def test_security_headers(p):
+    st, h, raw = ts.request(p, "GET", "/health")
+    tap.ok(h.get("x-content-type-options") == "nosniff", "every answer carries X-Content-Type-Options: nosniff", str(h))
+    st, h, raw = ts.request(p, "GET", "/", headers={"Accept": "text/html"})
+    csp = h.get("content-security-policy", "")
+    tap.ok(st == 200 and "frame-ancestors 'none'" in csp and h.get("x-frame-options") == "DENY",
+           "the page may not be framed by another site (CSP frame-ancestors, X-Frame-Options)", f"{st} {h}")
+    page = b"<html><body><p>Hello there.</p><script>alert(document.cookie)</script></body></html>"
+    st, j = upload(p, "page.html", page)
+    st2, h, got = ts.request(p, "GET", urllib.parse.urlparse(j["translatedFileUrl"]).path) if st == 200 else (st, {}, b"")
+    csp = h.get("content-security-policy", "")
+    tap.ok(st2 == 200 and csp.startswith("sandbox") and h.get("x-content-type-options") == "nosniff",
+           "a translated page is downloaded sandboxed (CSP sandbox: no scripts, no access to this origin) and nosniff",
+           f"{st} {st2} {h}")
+
+
 def test_document_budget(p):
     data = expanding_docx()
     st, j = upload(p, "expand.docx", data)
@@ -339,7 +355,7 @@ def test_no_tmpdir():
 
 
 def main():
-    return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget],
+    return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget, test_security_headers],
                         after=[test_storage_and_keys, test_no_tmpdir, test_refused_documents_free_their_memory,
                                test_key_before_parsing])
 
