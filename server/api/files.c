@@ -13,13 +13,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <libxml/parser.h>
 
 #include "text/documents.h"
 
-#define FILES_KEEP_SECONDS 1800   /* a result can be fetched for 30 minutes */
-#define FILES_MAX_STORED 1000     /* results kept at once; the oldest goes first */
+#define FILES_KEEP_SECONDS 1800   /* a result can be fetched for 30 minutes, never less */
+#define FILES_MAX_STORED 1000     /* results kept at once: when full, uploads get 429 */
 #define FILES_MAX_BYTES (512u << 20)
+#define FILES_MAX_PER_CLIENT 100  /* results of one client (API key when keys are on, else address) */
 #define FIELD_MAX 256             /* source, target */
 #define KEY_MAX 1025              /* api_key: keys may be 1,024 bytes (config.c) */
 #define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
@@ -27,6 +32,7 @@
 typedef struct {
     char id[33];
     char name[128];
+    char owner[72];            /* who uploaded it (owner_of) */
     size_t size;
     time_t expires;
 } stored;
@@ -53,6 +59,7 @@ struct dmt_file_job {
     char name[128];            /* the upload's file name, made safe */
     char source[FIELD_MAX], target[FIELD_MAX], api_key[KEY_MAX];
     int has_api_key;
+    char owner[72];            /* whose quota the result counts against (dmt_files_admit) */
     /* parsing (the parser thread) */
     dmt_file_job *next;
     void (*parsed)(void *arg);
@@ -351,6 +358,57 @@ void dmt_file_job_free(dmt_file_job *job) {
     free(job);
 }
 
+/* ---- who may store how much ---- */
+
+/* The uploader: with keys on, "key:" and a hash of its (checked) API key: one quota
+ * per key, whatever address it comes from; else "addr:" and its address (a key it
+ * sends anyway is ignored, or any client could take a fresh quota per request). */
+static void owner_of(struct MHD_Connection *conn, const dmt_file_job *job, int by_key, char *out, size_t cap) {
+    if (by_key && job->has_api_key) {
+        unsigned long long h = 1469598103934665603ull; /* FNV-1a: the key itself is not kept */
+        for (const char *k = job->api_key; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
+        snprintf(out, cap, "key:%016llx", h);
+        return;
+    }
+    char addr[64] = "-";
+    const union MHD_ConnectionInfo *ci = conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
+    if (ci && ci->client_addr) {
+        const struct sockaddr *sa = ci->client_addr;
+        if (sa->sa_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, addr, sizeof addr);
+        else if (sa->sa_family == AF_INET6)
+            inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
+    }
+    snprintf(out, cap, "addr:%s", addr);
+}
+
+/* Room for one more result of owner? 0, or 429 with a message. Caller holds mu. A
+ * result is never dropped before its lifetime: a full store refuses new work. */
+static int room_for(dmt_files *fs, const char *owner, size_t size, char *err, size_t errlen) {
+    expire(fs, time(NULL));
+    int mine = 0;
+    for (int i = 0; i < fs->n; i++) mine += !strcmp(fs->items[i].owner, owner);
+    long wait = fs->n ? (long)(fs->items[0].expires - time(NULL)) : 1;
+    if (mine >= FILES_MAX_PER_CLIENT) {
+        snprintf(err, errlen, "too many translated files waiting to be downloaded: %d from you (limit %d); "
+                 "they expire %d minutes after translation", mine, FILES_MAX_PER_CLIENT, FILES_KEEP_SECONDS / 60);
+        return 429;
+    }
+    if (fs->n >= FILES_MAX_STORED || fs->bytes + size > FILES_MAX_BYTES) {
+        snprintf(err, errlen, "the server holds as many translated files as it can; try again in %ld s", wait > 0 ? wait : 1);
+        return 429;
+    }
+    return 0;
+}
+
+int dmt_files_admit(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, int keys_on, char *err,
+                    size_t errlen) {
+    owner_of(conn, job, keys_on, job->owner, sizeof job->owner);
+    pthread_mutex_lock(&fs->mu);
+    int st = room_for(fs, job->owner, 0, err, errlen);
+    pthread_mutex_unlock(&fs->mu);
+    return st;
+}
+
 /* ---- the result ---- */
 
 static void random_id(char id[33]) {
@@ -399,12 +457,19 @@ json_t *dmt_files_finish(dmt_files *fs, struct MHD_Connection *conn, dmt_file_jo
     }
     struct stat st;
     size_t size = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+    const char *owner = job->owner;
     pthread_mutex_lock(&fs->mu);
-    expire(fs, time(NULL));
-    while (fs->n && (fs->n >= FILES_MAX_STORED || fs->bytes + size > FILES_MAX_BYTES)) drop(fs, 0);
+    int full = room_for(fs, owner, size, err, sizeof err); /* others may have filled it meanwhile */
+    if (full) {
+        pthread_mutex_unlock(&fs->mu);
+        unlink(path);
+        *status = full;
+        goto out;
+    }
     stored *s = &fs->items[fs->n++];
     snprintf(s->id, sizeof s->id, "%s", id);
     snprintf(s->name, sizeof s->name, "%s", job->name);
+    snprintf(s->owner, sizeof s->owner, "%s", owner);
     s->size = size;
     s->expires = time(NULL) + FILES_KEEP_SECONDS;
     fs->bytes += size;

@@ -318,6 +318,8 @@ static enum MHD_Result translate_file_received(conn_ctx *c) {
     if (status) return respond_error(c, status, err);
     if (srv->cfg->n_api_keys > 0 && !dmt_api_key_allowed(srv->cfg, dmt_file_job_api_key(c->file)))
         return respond_error(c, 403, "Invalid API key");
+    if ((status = dmt_files_admit(srv->files, c->conn, c->file, srv->cfg->n_api_keys > 0, err, sizeof err)))
+        return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "60");
     pthread_mutex_lock(&c->mu); /* file_parsed waits for the suspension */
     status = dmt_files_parse_async(srv->files, c->file, file_parsed, c, err, sizeof err);
     if (status == 0) {

@@ -320,6 +320,29 @@ def test_key_before_parsing():
     tap.ok(srv.stop() == 0, "the server exits 0", srv.stderr()[-1500:])
 
 
+def test_results_not_evicted():
+    """A flood of uploads cannot push another client's result out before its lifetime:
+    a client may hold 100 results (one quota per API key when keys are on), and a
+    full store refuses new uploads with 429 instead of dropping the oldest."""
+    srv = ts.Server(env={"DEEPMT_API_KEYS": "victim,flooder"})
+    p = srv.port
+    st, j, got = roundtrip(p, "mine.txt", b"Hello there.", source="en", target="en", api_key="victim")
+    url = urllib.parse.urlparse(j["translatedFileUrl"]).path if st == 200 else ""
+    statuses = [upload(p, f"f{i}.txt", b"x", source="en", target="en", api_key="flooder")[0] for i in range(105)]
+    tap.ok(statuses[:100] == [200] * 100 and set(statuses[100:]) == {429},
+           "one key may hold 100 results; the 101st upload gets 429", f"{statuses.count(200)} x 200, then {statuses[100:]}")
+    st2, h, got2 = ts.request(p, "GET", url)
+    tap.ok(st == 200 and st2 == 200 and got2 == got, "the other key's result is still there", f"{st} {st2}")
+    st3, j3 = upload(p, "again.txt", b"x", source="en", target="en", api_key="victim")
+    tap.ok(st3 == 200, "and that key may still upload", f"{st3} {j3}")
+    srv.stop()
+    srv = ts.Server()
+    statuses = [upload(srv.port, f"f{i}.txt", b"x", source="en", target="en")[0] for i in range(102)]
+    tap.ok(statuses[:100] == [200] * 100 and statuses[100:] == [429, 429],
+           "without keys, one address may hold 100 results", f"{statuses.count(200)} x 200, then {statuses[100:]}")
+    srv.stop()
+
+
 def test_storage_and_keys():
     tmp = tempfile.mkdtemp(prefix="deepmt-files-test-")
     try:
@@ -357,7 +380,7 @@ def test_no_tmpdir():
 def main():
     return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget, test_security_headers],
                         after=[test_storage_and_keys, test_no_tmpdir, test_refused_documents_free_their_memory,
-                               test_key_before_parsing])
+                               test_key_before_parsing, test_results_not_evicted])
 
 
 if __name__ == "__main__":
