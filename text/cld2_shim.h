@@ -4,8 +4,8 @@
  * languages as ISO codes ("en", "zh-Hant"; "un" for none). CLD2 keeps no state
  * between calls, so any number of threads may call at once.
  */
-#ifndef DEEPMT_SERVER_CLD2_SHIM_H
-#define DEEPMT_SERVER_CLD2_SHIM_H
+#ifndef DEEPMT_TEXT_CLD2_SHIM_H
+#define DEEPMT_TEXT_CLD2_SHIM_H
 
 #include <stddef.h>
 

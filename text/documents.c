@@ -124,7 +124,9 @@ static int open_srt(dmt_doc *d, char *err, size_t errlen) {
             const char *e = memchr(s, '\n', (size_t)(end - s));
             const char *le = e ? e : end;
             const char *ce = le > s && le[-1] == '\r' ? le - 1 : le;
-            if (ce == s || strspn(s, " \t") >= (size_t)(ce - s)) break; /* blank: end of block */
+            const char *nb = s;
+            while (nb < ce && (*nb == ' ' || *nb == '\t')) nb++; /* within the line: data is not NUL-terminated */
+            if (nb == ce) break; /* blank: end of block */
             if (nl < 2) {
                 line[nl] = s;
                 lend[nl] = ce;

@@ -14,8 +14,8 @@
  * the translation goes into its first run (keeping that run's formatting) and
  * the other runs are emptied, so every element stays, only the text moves.
  */
-#ifndef DEEPMT_SERVER_DOCUMENTS_H
-#define DEEPMT_SERVER_DOCUMENTS_H
+#ifndef DEEPMT_TEXT_DOCUMENTS_H
+#define DEEPMT_TEXT_DOCUMENTS_H
 
 #include <stddef.h>
 

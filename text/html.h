@@ -9,8 +9,8 @@
  * template, noscript, or under an element with translate="no" or class
  * "notranslate", and text without letters, is left alone.
  */
-#ifndef DEEPMT_SERVER_HTML_H
-#define DEEPMT_SERVER_HTML_H
+#ifndef DEEPMT_TEXT_HTML_H
+#define DEEPMT_TEXT_HTML_H
 
 #include <stddef.h>
 

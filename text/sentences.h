@@ -20,8 +20,8 @@
  * A sentence longer than the model accepts is then cut into chunks
  * (dmt_sentence_chunks), which join back the same way.
  */
-#ifndef DEEPMT_SERVER_SENTENCES_H
-#define DEEPMT_SERVER_SENTENCES_H
+#ifndef DEEPMT_TEXT_SENTENCES_H
+#define DEEPMT_TEXT_SENTENCES_H
 
 #include <stddef.h>
 

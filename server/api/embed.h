@@ -6,8 +6,8 @@
  * The path is relative to the repository root, where make runs the compiler (the
  * Makefile lists the file as a prerequisite of the object). One NUL follows the
  * bytes, so text can also be used as a C string. */
-#ifndef DEEPMT_SERVER_EMBED_H
-#define DEEPMT_SERVER_EMBED_H
+#ifndef DEEPMT_SERVER_API_EMBED_H
+#define DEEPMT_SERVER_API_EMBED_H
 
 #define DMT_EMBED(sym, path)                                                                                      \
     __asm__(".section .rodata\n"                                                                                  \

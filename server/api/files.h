@@ -9,8 +9,8 @@
  * file is kept in a private temporary folder for FILES_KEEP_SECONDS and
  * answered as {"translatedFileUrl": ".../download_file/ID/NAME"}.
  */
-#ifndef DEEPMT_SERVER_FILES_H
-#define DEEPMT_SERVER_FILES_H
+#ifndef DEEPMT_SERVER_API_FILES_H
+#define DEEPMT_SERVER_API_FILES_H
 
 #include <stddef.h>
 

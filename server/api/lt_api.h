@@ -2,8 +2,8 @@
  * /detect, /suggest, /frontend/settings and /spec (lt_api.c). Each builds a
  * whole answer at once; none runs the model.
  */
-#ifndef DEEPMT_SERVER_LT_API_H
-#define DEEPMT_SERVER_LT_API_H
+#ifndef DEEPMT_SERVER_API_LT_API_H
+#define DEEPMT_SERVER_API_LT_API_H
 
 #include <stddef.h>
 

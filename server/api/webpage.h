@@ -1,7 +1,7 @@
 /* webpage.h — the page GET / answers to browsers (server/api/webpage.html, built into
  * the binary: one self-contained file, no outside fonts, scripts or styles). */
-#ifndef DEEPMT_SERVER_WEBPAGE_H
-#define DEEPMT_SERVER_WEBPAGE_H
+#ifndef DEEPMT_SERVER_API_WEBPAGE_H
+#define DEEPMT_SERVER_API_WEBPAGE_H
 
 #include <stddef.h>
 

@@ -23,8 +23,8 @@
  * any part of a request runs, the rest is not dropped for waiting (finished work
  * of a live request is never thrown away).
  */
-#ifndef DEEPMT_SERVER_POLICY_H
-#define DEEPMT_SERVER_POLICY_H
+#ifndef DEEPMT_SERVER_SCHED_POLICY_H
+#define DEEPMT_SERVER_SCHED_POLICY_H
 
 #include <stddef.h>
 

@@ -2,8 +2,8 @@
  * every entry point (`deepmt serve` queues requests into it, `deepmt translate`
  * a file's lines). Each worker owns its buffers; the model is shared read-only.
  */
-#ifndef DEEPMT_SERVER_POOL_H
-#define DEEPMT_SERVER_POOL_H
+#ifndef DEEPMT_SERVER_SCHED_POOL_H
+#define DEEPMT_SERVER_SCHED_POOL_H
 
 #include <stddef.h>
 

@@ -14,6 +14,8 @@
  *      refuses exactly invalid UTF-8, NUL bytes and inputs over the id limit; ids are
  *      in range and decode to valid UTF-8; decoding arbitrary ids never fails for
  *      ids in range and refuses the others.
+ *   5. dmt_sentence_chunks over each sentence with a limit of a few bytes: chunks
+ *      fit, are trimmed, in order, and only whitespace lies between them.
  * A failed check aborts, which libFuzzer reports as a crash with the input.
  */
 #include <stdint.h>
@@ -211,12 +213,46 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+/* ---- 5. chunks of a sentence too long for the model ---- */
+
+static int fits_bytes(void *arg, const char *text, size_t len) {
+    (void)text;
+    return len <= *(size_t *)arg;
+}
+
+/* dmt_sentence_chunks under a limit of a few bytes: chunks fit, are not empty, carry
+ * no whitespace at either end (ASCII space/tab checked here), are in order, and only
+ * whitespace lies between them unless a hard cut was needed. */
+static void check_chunks(const uint8_t *data, size_t size, const dmt_span *sp) {
+    const char *text = (const char *)data + sp->start;
+    size_t limit = 4 + (size ? data[0] % 60 : 0);
+    static dmt_span chunks[MAX_SPANS + 1];
+    int n = dmt_sentence_chunks(text, sp->len, fits_bytes, &limit, NULL, 0);
+    if (n < 0) return; /* a character longer than the limit */
+    REQUIRE(n <= MAX_SPANS, "%d chunks", n);
+    REQUIRE(dmt_sentence_chunks(text, sp->len, fits_bytes, &limit, chunks, n) == n, "count changes");
+    size_t prev = 0;
+    for (int i = 0; i < n; i++) {
+        REQUIRE(chunks[i].len > 0 && chunks[i].len <= limit, "chunk %d of %zu bytes, limit %zu", i, chunks[i].len, limit);
+        REQUIRE(chunks[i].start >= prev && chunks[i].start + chunks[i].len <= sp->len, "chunk %d out of order", i);
+        const char *c = text + chunks[i].start;
+        REQUIRE(c[0] != ' ' && c[0] != '\t' && c[chunks[i].len - 1] != ' ' && c[chunks[i].len - 1] != '\t',
+                "chunk %d not trimmed", i);
+        for (size_t k = prev; k < chunks[i].start; k++)
+            REQUIRE(text[k] == ' ' || text[k] == '\t' || (unsigned char)text[k] >= 0x80 || text[k] == '\v' ||
+                        text[k] == '\f' || text[k] == '\r' || text[k] == '\n',
+                    "non-space byte 0x%02x lost between chunks %d and %d", (unsigned char)text[k], i - 1, i);
+        prev = chunks[i].start + chunks[i].len;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
     check_utf8(data, size);
     int n = check_sentences(data, size, spans);
     if (n > 0) check_detect(&detect_cfg, data, spans, n < MAX_SPANS ? n : MAX_SPANS);
+    for (int i = 0; i < n && i < 8 && i < MAX_SPANS; i++) check_chunks(data, size, &spans[i]);
     check_tokenizer(tokenizers[size % 3 == 2], data, size, ids);
     return 0;
 }
