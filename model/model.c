@@ -11,6 +11,7 @@
  * loaded: a model file rewritten while the model is in use (cp new.safetensors
  * model.safetensors) cannot affect it.
  */
+#include "base/busguard.h"
 #include "base/fault.h"
 #include "model/model.h"
 
@@ -519,13 +520,25 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     if (!(m->file = dmt_st_open(path, err, errlen))) goto fail;
-    loader L = {.m = m, .path = path, .err = err, .errlen = errlen};
-    L.used = dmt_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
-    if (!L.used) { snprintf(err, errlen, "out of memory"); goto fail; }
-    if (!(m->kernels = dmt_kernels_select(err, errlen))) {
-        free(L.used);
+    /* The weights are read from a mapping of the file: if it shrinks meanwhile (a file
+     * replaced in place), the read faults with SIGBUS, which the guard turns into this
+     * error. L is on the heap: the recovery path needs its pointers after the jump. */
+    loader *L = dmt_fault_hit() ? NULL : calloc(1, sizeof *L);
+    if (!L) { snprintf(err, errlen, "out of memory"); goto fail; }
+    *L = (loader){.m = m, .path = path, .err = err, .errlen = errlen};
+    sigjmp_buf bus;
+    if (sigsetjmp(bus, 1)) {
+        snprintf(err, errlen, "%s: the file changed (it shrank) while the weights were being read; load it again",
+                 path);
+        free(L->used);
+        free(L->rows);
+        free(L);
         goto fail;
     }
+    dmt_bus_guard_set(&bus);
+    L->used = dmt_fault_hit() ? NULL : calloc((size_t)dmt_st_count(m->file) + 1, 1);
+    if (!L->used) { snprintf(err, errlen, "out of memory"); goto fail_guarded; }
+    if (!(m->kernels = dmt_kernels_select(err, errlen))) goto fail_guarded;
     /* a quantised file runs int8 products unless bf16 is asked for (its weights are
      * int8 anyway: F32 products would only cost time) */
     dmt_precision precision = opts.precision;
@@ -534,25 +547,26 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     int layout = dmt_gemm_layout(m->kernels, precision);
     if (layout < 0) {
         snprintf(err, errlen, "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks (use f32 or int8)");
-        free(L.used);
-        goto fail;
+        goto fail_guarded;
     }
     m->layout = (dmt_weight_layout)layout;
     /* two passes over the same bindings: the first checks every shape and sizes the
      * arena, the second fills it */
-    L.sizing = 1;
-    int rc = bind_all(&L);
-    L.sizing = 0;
+    L->sizing = 1;
+    int rc = bind_all(L);
+    L->sizing = 0;
     int64_t implied = implied_tensors(&m->cfg);
     if (rc && implied > dmt_st_count(m->file)) {
         size_t len = strlen(err);
         snprintf(err + len, errlen - len, " (config.json implies %lld tensors: %d encoder and %d decoder layers; the file has %d)",
                  (long long)implied, m->cfg.encoder_layers, m->cfg.decoder_layers, dmt_st_count(m->file));
     }
-    if (!rc) rc = make_arena(&L);
-    if (!rc) rc = bind_all(&L);
-    free(L.used);
-    free(L.rows);
+    if (!rc) rc = make_arena(L);
+    if (!rc) rc = bind_all(L);
+    dmt_bus_guard_set(NULL);
+    free(L->used);
+    free(L->rows);
+    free(L);
     if (rc) goto fail;
     /* everything is copied: the model no longer depends on the file */
     dmt_st_close(m->file);
@@ -562,6 +576,11 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
         if (check_languages(m, err, errlen)) goto fail;
     }
     return m;
+fail_guarded:
+    dmt_bus_guard_set(NULL);
+    free(L->used);
+    free(L->rows);
+    free(L);
 fail:
     dmt_model_free(m);
     return NULL;

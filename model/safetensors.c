@@ -182,6 +182,7 @@ done:
 }
 
 dmt_safetensors *dmt_st_open(const char *path, char *err, size_t errlen) {
+    char *header = NULL;
     dmt_safetensors *st = fault_calloc(1, sizeof *st);
     if (!st) { snprintf(err, errlen, "%s: out of memory", path); return NULL; }
     int fd = dmt_file_open_regular(path, &st->size, err, errlen);
@@ -193,13 +194,16 @@ dmt_safetensors *dmt_st_open(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: truncated: %zu bytes, shorter than the 8-byte header length", path, st->size);
         goto fail;
     }
-    void *map = mmap(NULL, st->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (map == MAP_FAILED) { snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno)); goto fail; }
-    st->map = map;
-    close(fd);
-    fd = -1;
+    /* The header is read, not mapped: only the tensor data is read through the
+     * mapping, under the loader's SIGBUS guard (base/busguard.h), in case the file
+     * shrinks meanwhile. */
+    unsigned char len8[8];
+    if (pread(fd, len8, 8, 0) != 8) {
+        snprintf(err, errlen, "%s: cannot read the header length", path);
+        goto fail;
+    }
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | st->map[i];
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | len8[i];
     if (hlen > st->size - 8) {
         snprintf(err, errlen, "%s: header length %llu runs past the end of the file (%zu bytes)", path,
                  (unsigned long long)hlen, st->size);
@@ -209,9 +213,27 @@ dmt_safetensors *dmt_st_open(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: header of %llu bytes is implausibly large", path, (unsigned long long)hlen);
         goto fail;
     }
-    if (parse_header(st, path, (const char *)st->map + 8, (size_t)hlen, 8 + hlen, err, errlen)) goto fail;
+    header = fault_calloc((size_t)hlen + 1, 1);
+    if (!header) { snprintf(err, errlen, "%s: out of memory", path); goto fail; }
+    size_t got = 0;
+    while (got < hlen) {
+        ssize_t r = pread(fd, header + got, (size_t)hlen - got, (off_t)(8 + got));
+        if (r <= 0) {
+            snprintf(err, errlen, "%s: the header could not be read whole (the file changed?)", path);
+            goto fail;
+        }
+        got += (size_t)r;
+    }
+    void *map = mmap(NULL, st->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (map == MAP_FAILED) { snprintf(err, errlen, "%s: mmap failed: %s", path, strerror(errno)); goto fail; }
+    st->map = map;
+    close(fd);
+    fd = -1;
+    if (parse_header(st, path, header, (size_t)hlen, 8 + hlen, err, errlen)) goto fail;
+    free(header);
     return st;
 fail:
+    free(header);
     if (fd >= 0) close(fd);
     dmt_st_close(st);
     return NULL;

@@ -30,6 +30,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
@@ -463,6 +464,50 @@ def test_read_deadline():
 # --------------------------------------------------------------------------- main
 
 
+def test_truncated_while_loading(trials=50):
+    """model.safetensors truncated 0-30 ms after the server starts (while the weights
+    may be being read): never a SIGBUS. The load either finished first (the server
+    serves) or fails with a message naming the change (exit 1)."""
+    import random
+    src = os.path.join(REPO, "models", "default")
+    if not os.path.exists(os.path.join(src, "model.safetensors")):
+        tap.skip("models/default has no weights")
+        return
+    rng = random.Random(7)
+    outcomes = {"served": 0, "refused": 0}
+    bad = []
+    for k in range(trials):
+        d = os.path.join(ts.TMP, f"trunc-{k}")
+        shutil.copytree(src, d)
+        srv = Server(model=d, wait_ready=False)
+        time.sleep(rng.uniform(0, 0.03))
+        with open(os.path.join(d, "model.safetensors"), "r+b") as f:
+            f.truncate(rng.choice([0, 8, 4096, 1 << 20, 8 << 20]))
+        end = time.time() + 30 * SLOW
+        while time.time() < end and srv.proc.poll() is None:
+            try:
+                if request(srv.port, "GET", "/ready", timeout=2)[0] == 200:
+                    break
+            except OSError:  # not listening yet, or gone
+                pass
+            time.sleep(0.02)
+        rc = srv.proc.poll()
+        if rc is None:
+            outcomes["served"] += 1
+            srv.stop()
+        else:
+            srv.stop()
+            err = srv.stderr()
+            if rc == 1 and "cannot load the model" in err:
+                outcomes["refused"] += 1
+            else:
+                bad.append(f"trial {k}: exit {rc}: {err[-300:]}")
+        shutil.rmtree(d, ignore_errors=True)
+    tap.ok(not bad, f"model.safetensors truncated while loading, {trials} times: never a crash "
+                    f"({outcomes['served']} loaded first, {outcomes['refused']} refused with a message)",
+           "\n".join(bad[:3]))
+
+
 def main():
     if not os.access(ts.BIN, os.X_OK):
         tap.skip(f"{ts.BIN} not built")
@@ -477,6 +522,7 @@ def main():
         test_half_close()
         test_per_ip_limit()
         test_read_deadline()
+        test_truncated_while_loading()
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports in any server's stderr",
                "\n".join(ts.SANITIZER_REPORTS[:2]))
     finally:
