@@ -462,7 +462,45 @@ out:
     return rc;
 }
 
-static int write_zip(dmt_doc *d, const char *const *tr, const size_t *tl, const char *path, char *err,
+static int write_dom(dmt_doc *d, const char *const *tr, const size_t *tl, const char *path, char *err,
+                     size_t errlen);
+
+static void drop_dom(dmt_doc *d) {
+    for (int i = 0; i < d->n; i++) {
+        free(d->p[i].nodes);
+        d->p[i].nodes = NULL;
+        d->p[i].n_nodes = d->p[i].cap_nodes = 0;
+    }
+    for (int k = 0; k < d->n_parts; k++) {
+        if (d->xml[k]) xmlFreeDoc(d->xml[k]);
+        d->xml[k] = NULL;
+    }
+}
+
+static int write_zip(dmt_doc *queued, const char *const *tr, const size_t *tl, const char *path, char *err,
+                     size_t errlen) {
+    /* The queued document kept its texts only (its DOM, several times the XML, was
+     * dropped after reading): the archive is read again, which walks the same
+     * paragraphs in the same order, and the translations go into that DOM. */
+    dmt_doc *d = calloc(1, sizeof *d);
+    if (!d) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    d->kind = queued->kind;
+    d->data = queued->data;
+    d->len = queued->len;
+    if (open_zip(d, err, errlen) || d->n != queued->n) {
+        if (!err[0] || d->n != queued->n) snprintf(err, errlen, "cannot read the document again to write it");
+        dmt_doc_free(d);
+        return -1;
+    }
+    int rc = write_dom(d, tr, tl, path, err, errlen);
+    dmt_doc_free(d);
+    return rc;
+}
+
+static int write_dom(dmt_doc *d, const char *const *tr, const size_t *tl, const char *path, char *err,
                      size_t errlen) {
     for (int i = 0; i < d->n; i++) {
         piece *p = &d->p[i];
@@ -517,6 +555,7 @@ dmt_doc *dmt_doc_open(dmt_doc_kind kind, const char *data, size_t len, char *err
     int rc;
     if (kind == DMT_DOC_DOCX || kind == DMT_DOC_ODT) {
         rc = open_zip(d, err, errlen);
+        if (rc == 0) drop_dom(d); /* only the texts wait in the queue: the DOM is built again to write */
     } else if ((rc = check_text(data, len, err, errlen)) == 0) {
         if (kind == DMT_DOC_SRT) {
             rc = open_srt(d, err, errlen);

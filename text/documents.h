@@ -10,7 +10,9 @@
  *   .odt         each paragraph and heading (text:p, text:h) of content.xml
  *                and styles.xml (page headers and footers)
  *
- * A paragraph is translated whole even when formatting splits it into runs;
+ * A .docx or .odt keeps only its texts while it waits for translation (its DOM,
+ * several times its XML, is dropped after reading); dmt_doc_write reads the archive
+ * again. A paragraph is translated whole even when formatting splits it into runs;
  * the translation goes into its first run (keeping that run's formatting) and
  * the other runs are emptied, so every element stays, only the text moves.
  */

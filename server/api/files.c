@@ -28,6 +28,7 @@
 #define FIELD_MAX 256             /* source, target */
 #define KEY_MAX 1025              /* api_key: keys may be 1,024 bytes (config.c) */
 #define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
+#define FILES_MAX_IN_FLIGHT (256u << 20) /* bytes of uploads being read, queued or translated; 429 beyond */
 
 typedef struct {
     char id[33];
@@ -50,9 +51,11 @@ struct dmt_files {
     pthread_cond_t qcond;      /* a job queued, or stop */
     dmt_file_job *head, *tail; /* waiting to be parsed, oldest first */
     int queued, stop;
+    size_t in_flight;          /* bytes of the uploads of every job alive (under qmu) */
 };
 
 struct dmt_file_job {
+    dmt_files *fs;             /* counts len in fs->in_flight while the job lives */
     dmt_doc *doc;
     char *data;                /* the upload; the document borrows it */
     size_t len;
@@ -263,7 +266,6 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
 
 int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *body, size_t len, dmt_file_job **jobp,
                       char *err, size_t errlen) {
-    (void)fs;
     *jobp = NULL;
     const char *type = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!type || strncasecmp(type, "multipart/form-data", 19)) {
@@ -304,6 +306,21 @@ int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *bo
     }
     if (job->len == 0) {
         snprintf(err, errlen, "the file is empty");
+        goto fail;
+    }
+    /* the memory of documents in flight is bounded: a job keeps its upload and its
+     * texts until it is answered */
+    pthread_mutex_lock(&fs->qmu);
+    int full = fs->in_flight + job->len > FILES_MAX_IN_FLIGHT;
+    if (!full) {
+        fs->in_flight += job->len;
+        job->fs = fs;
+    }
+    pthread_mutex_unlock(&fs->qmu);
+    if (full) {
+        snprintf(err, errlen, "too many requests: %u MiB of documents are being translated; try again shortly",
+                 FILES_MAX_IN_FLIGHT >> 20);
+        status = 429;
         goto fail;
     }
     *jobp = job;
@@ -353,6 +370,11 @@ int dmt_file_job_request(dmt_file_job *job, json_t **request, char *err, size_t 
 
 void dmt_file_job_free(dmt_file_job *job) {
     if (!job) return;
+    if (job->fs) {
+        pthread_mutex_lock(&job->fs->qmu);
+        job->fs->in_flight -= job->len;
+        pthread_mutex_unlock(&job->fs->qmu);
+    }
     dmt_doc_free(job->doc);
     free(job->data);
     free(job);

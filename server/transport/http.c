@@ -315,6 +315,7 @@ static enum MHD_Result translate_file_received(conn_ctx *c) {
     int status = dmt_files_receive(srv->files, c->conn, c->body, c->body_len, &c->file, err, sizeof err);
     free(c->body);
     c->body = NULL;
+    if (status == 429) return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "5");
     if (status) return respond_error(c, status, err);
     if (srv->cfg->n_api_keys > 0 && !dmt_api_key_allowed(srv->cfg, dmt_file_job_api_key(c->file)))
         return respond_error(c, 403, "Invalid API key");
