@@ -58,6 +58,9 @@ static const option options[] = {
      "a request waiting longer in the queue before it starts gets 503 (0: never) [60]"},
     {"drain-timeout", OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",
      "on SIGTERM, how long to wait for requests in flight before dropping them with 503 [60]"},
+    {"probe-port", OPT_INT, F(probe_port), 0, 0, 65535, "PORT",
+     "also answer GET /health and GET /ready on this port, with slots of their own, so that probes get "
+     "through when the main port's connections are all taken (0: off) [0]"},
     {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
     {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 0, 1 << 20, "N",
      "open connections from one client address (0: no limit; behind a reverse proxy, see docs/server.md) [128]"},

@@ -10,6 +10,7 @@ typedef struct {
     char model_dir[1024];    /* --model / DEEPMT_MODEL */
     char host[256];          /* --host: address to bind (IPv4 or IPv6 literal, or a name) */
     int port;                /* --port */
+    int probe_port;          /* --probe-port: /health and /ready on a listener of their own; 0 = off */
     int threads;             /* --threads: BLAS threads per worker; 0 = cores / workers */
     int workers;             /* --workers: model workers, each with its own state */
     int precision;           /* --precision: 0 f32, 1 bf16 (a dmt_precision) */

@@ -163,6 +163,11 @@ int dmt_server_run(const dmt_server_config *cfg) {
         fprintf(stderr, "deepmt serve: %s\n", err);
         goto out;
     }
+    if (dmt_probe_start(&srv, err, sizeof err)) {
+        fprintf(stderr, "deepmt serve: %s\n", err);
+        dmt_http_stop(&srv);
+        goto out;
+    }
     dmt_server_log(cfg, "listening on http://%s%s%s:%d (model %s loading; %d worker%s, %d BLAS thread%s each, "
                         "%s BLAS kernels, %s batches of up to %d sentences)",
                    strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", dmt_http_port(&srv),

@@ -738,6 +738,7 @@ void dmt_http_stop(dmt_server *srv) {
      * must not be stopped with a connection suspended */
     dmt_files_stop_parsing(srv->files);
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    dmt_probe_stop(srv); /* last: the probes answer until the main port is gone */
     srv->daemon = NULL;
     dmt_conn_guard_free(srv->guard); /* every connection is closed now */
     srv->guard = NULL;

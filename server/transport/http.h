@@ -22,6 +22,7 @@ typedef struct dmt_server {
     dmt_scheduler *sched;
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
+    struct MHD_Daemon *probe_daemon; /* --probe-port: /health and /ready only (probe.c); NULL when off */
     dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
     struct dmt_files *files;   /* /translate_file results (files.h) */
     atomic_int active;         /* requests between their first callback and completion */
@@ -53,6 +54,10 @@ void dmt_conn_guard_request_done(dmt_conn_guard *g, struct MHD_Connection *conn)
  * set, or 0 when it could not be written (the client is gone). */
 int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
                                 size_t *bytes);
+
+/* probe.c: --probe-port's listener (nothing when 0). 0, or -1 with a message. */
+int dmt_probe_start(dmt_server *srv, char *err, size_t errlen);
+void dmt_probe_stop(dmt_server *srv);
 
 int dmt_http_start(dmt_server *srv, char *err, size_t errlen);
 int dmt_http_port(dmt_server *srv);     /* the bound port (for --port 0) */

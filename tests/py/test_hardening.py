@@ -396,6 +396,37 @@ def test_per_ip_limit():
            f"{len(lines)} lines")
 
 
+def test_probe_port():
+    """--probe-port: /health and /ready stay reachable on their own listener when
+    every connection slot of the main port is taken (idle connections from many
+    addresses), and that listener answers nothing else."""
+    probe = ts.free_port()
+    srv = Server("--probe-port", str(probe), "--max-connections", "40", "--max-connections-per-ip", "8")
+    p = srv.port
+    idle = []
+    for k in range(6):  # 6 addresses x 8 idle connections: the 40 main slots are full
+        for _ in range(8):
+            try:
+                idle.append(connect_from(f"127.0.1.{k + 1}", p))
+            except OSError:
+                pass
+    time.sleep(0.3 * SLOW)
+    main_st = health_from("127.0.2.1", p, timeout=1)
+    st_h, _, _ = request(probe, "GET", "/health", timeout=3)
+    st_r, _, raw_r = request(probe, "GET", "/ready", timeout=3)
+    st_t, _, _ = request(probe, "POST", "/translate", b'{"q":"x","source":"en","target":"de"}', timeout=3)
+    st_x, _, _ = request(probe, "GET", "/languages", timeout=3)
+    tap.ok(main_st != 200 and st_h == 200 and st_r == 200 and b"ready" in raw_r,
+           "main port's connections all taken: /health and /ready still answer on --probe-port",
+           f"main {main_st}, probe health {st_h}, ready {st_r} {raw_r!r}")
+    tap.ok(st_t == 405 and st_x == 404, "the probe port answers nothing but the probes", f"{st_t} {st_x}")
+    for s in idle:
+        s.close()
+    srv.stop()
+    rc, err = start_fails("--probe-port", "70000")
+    tap.ok(rc == 2 and "--probe-port" in err, "--probe-port out of range is refused", f"{rc} {err}")
+
+
 def seconds_until_closed(s, byte, limit=8):
     """Sends one byte every 0.5 s (so an idle timeout never fires) until the server
     closes the socket: the seconds that took, or None if it stayed open `limit` s."""
@@ -521,6 +552,7 @@ def main():
         test_log_forging()
         test_half_close()
         test_per_ip_limit()
+        test_probe_port()
         test_read_deadline()
         test_truncated_while_loading()
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports in any server's stderr",
