@@ -11,7 +11,10 @@ Workloads (a fresh server each, 2 HTTP threads, the server's defaults otherwise)
                keys (each is refused with 403: the key is checked before parsing);
   docs         the same without keys on the server (each is parsed on the document
                thread, never an HTTP thread, and refused by the whole-document
-               expansion limit with 413).
+               expansion limit with 413);
+  fairness     client B (127.0.0.2) sends requests of 16 sentences one after the
+               other, alone and while client A (127.0.0.1) keeps 12 such requests in
+               flight: B's p50 latency under the flood against alone.
 For each: /health latency p50, p99 and max over one probe every 50 ms (a 1 s
 timeout counts as 1 s, like a liveness probe's failure), the flood's requests per
 second and statuses, and the ratio of the p99 to the idle server's p99.
@@ -163,20 +166,82 @@ def workload(a, name, env):
     return row
 
 
+class Bound(http.client.HTTPConnection):
+    """A connection from a given loopback address (one client per address)."""
+
+    def __init__(self, source, port, timeout=600):
+        super().__init__("127.0.0.1", port, timeout=timeout, source_address=(source, 0))
+
+
+def translate_from(source, port, texts):
+    c = Bound(source, port)
+    t = time.perf_counter()
+    c.request("POST", "/translate", json.dumps({"q": texts, "source": "en", "target": "de"}),
+              {"Content-Type": "application/json"})
+    r = c.getresponse()
+    r.read()
+    c.close()
+    return r.status, time.perf_counter() - t
+
+
+FLOOD_TEXTS = ["A man in a blue shirt is riding a bicycle down a busy street in the city."] * 16
+
+
+def fairness(a):
+    """Client B (requests of 16 sentences, one after the other) alone, then while
+    client A keeps 12 such requests in flight: B's latency ratio (the target: <= 2x;
+    shared per request, B would get 1/13 of the workers)."""
+    srv = Server(a.build, a.model)
+    try:
+        p = srv.port
+        alone = [translate_from("127.0.0.2", p, FLOOD_TEXTS)[1] for _ in range(5)]
+        stop, statuses = threading.Event(), []
+
+        def flood_one():
+            while not stop.is_set():
+                statuses.append(translate_from("127.0.0.1", p, FLOOD_TEXTS)[0])
+        threads = [threading.Thread(target=flood_one, daemon=True) for _ in range(12)]
+        for t in threads:
+            t.start()
+        time.sleep(2)
+        under = []
+        end = time.time() + a.seconds
+        while time.time() < end:
+            under.append(translate_from("127.0.0.2", p, FLOOD_TEXTS)[1])
+        stop.set()
+        for t in threads:
+            t.join(120)
+    finally:
+        srv.stop()
+    row = {"workload": "fairness", "b_alone_p50": pct(alone, 50), "b_p50": pct(under, 50), "b_p99": pct(under, 99),
+           "b_requests": len(under), "flood_requests": len(statuses)}
+    row["p50_ratio"] = row["b_p50"] / row["b_alone_p50"]
+    log(f"fairness: {row}")
+    return row
+
+
 def bench(a):
     rows = [workload(a, "docs-nokey", {"DEEPMT_API_KEYS": "bench-key"}), workload(a, "docs", {})]
-    return rows
+    return rows + [fairness(a)]
 
 
 def markdown(rows, a):
     out = ["| workload | /health p50 idle | p50 | p99 | max | failed probes (1 s) | p99 / idle p99 | flood req/s | statuses |",
            "|---|---|---|---|---|---|---|---|---|"]
+    fair = [r for r in rows if r["workload"] == "fairness"]
+    rows = [r for r in rows if r["workload"] != "fairness"]
     for r in rows:
         out.append(f"| {r['workload']} | {r['idle_p50'] * 1e3:.1f} ms | {r['p50'] * 1e3:.1f} ms | "
                    f"{r['p99'] * 1e3:.1f} ms | {r['max'] * 1e3:.0f} ms | {r['failed']}/{r['probes']} | "
                    f"{r['p99_ratio']:.1f}x | {r['flood_rps']:.0f} | {r['statuses']} |")
-    return (f"{a.clients} flooding clients, {a.seconds} s of probes each; the .docx is "
+    text = (f"{a.clients} flooding clients, {a.seconds} s of probes each; the .docx is "
             f"{rows[0]['docx_bytes'] / 1024:.0f} KB.\n\n" + "\n".join(out))
+    for r in fair:
+        text += (f"\n\nFairness between clients: client B's 16-sentence requests took {r['b_alone_p50'] * 1e3:.0f} ms "
+                 f"(p50) alone and {r['b_p50'] * 1e3:.0f} ms (p50; p99 {r['b_p99'] * 1e3:.0f} ms) while client A kept 12 "
+                 f"requests of 16 sentences in flight ({r['flood_requests']} of them): **{r['p50_ratio']:.2f}x** "
+                 f"(target <= 2x).")
+    return text
 
 
 def main():

@@ -43,6 +43,16 @@ json_t *dmt_api_error(const char *fmt, ...) {
     return json_pack("{s:s}", "error", safe);
 }
 
+void dmt_api_client_id(const dmt_server_config *cfg, const char *api_key, const char *address, char *out, size_t cap) {
+    if (cfg->n_api_keys > 0 && api_key) {
+        unsigned long long h = 1469598103934665603ull; /* FNV-1a */
+        for (const char *k = api_key; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
+        snprintf(out, cap, "key:%016llx", h);
+    } else {
+        snprintf(out, cap, "addr:%s", address && *address ? address : "-");
+    }
+}
+
 json_t *dmt_api_languages(const dmt_config *mcfg) {
     json_t *arr = json_array();
     for (int i = 0; i < mcfg->n_languages; i++) {

@@ -54,5 +54,10 @@ json_t *dmt_api_languages(const dmt_config *mcfg);
 /* key is one of --api-keys (compared in constant time); NULL never is. */
 int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key);
 json_t *dmt_api_error(const char *fmt, ...);
+/* Who a request comes from, for fairness and quotas: "key:" and a hash of its API key
+ * when keys are on (the key itself is not kept), else "addr:" and the client
+ * address. A key sent to a server without keys is ignored: it would let any client
+ * take a fresh share per request. */
+void dmt_api_client_id(const dmt_server_config *cfg, const char *api_key, const char *address, char *out, size_t cap);
 
 #endif

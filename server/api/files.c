@@ -19,6 +19,7 @@
 
 #include <libxml/parser.h>
 
+#include "server/api/api.h"
 #include "text/documents.h"
 
 #define FILES_KEEP_SECONDS 1800   /* a result can be fetched for 30 minutes, never less */
@@ -382,16 +383,9 @@ void dmt_file_job_free(dmt_file_job *job) {
 
 /* ---- who may store how much ---- */
 
-/* The uploader: with keys on, "key:" and a hash of its (checked) API key: one quota
- * per key, whatever address it comes from; else "addr:" and its address (a key it
- * sends anyway is ignored, or any client could take a fresh quota per request). */
-static void owner_of(struct MHD_Connection *conn, const dmt_file_job *job, int by_key, char *out, size_t cap) {
-    if (by_key && job->has_api_key) {
-        unsigned long long h = 1469598103934665603ull; /* FNV-1a: the key itself is not kept */
-        for (const char *k = job->api_key; *k; k++) h = (h ^ (unsigned char)*k) * 1099511628211ull;
-        snprintf(out, cap, "key:%016llx", h);
-        return;
-    }
+/* The uploader (dmt_api_client_id): its API key when keys are on, else its address. */
+static void owner_of(struct MHD_Connection *conn, const dmt_file_job *job, const dmt_server_config *cfg, char *out,
+                     size_t cap) {
     char addr[64] = "-";
     const union MHD_ConnectionInfo *ci = conn ? MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS) : NULL;
     if (ci && ci->client_addr) {
@@ -400,7 +394,7 @@ static void owner_of(struct MHD_Connection *conn, const dmt_file_job *job, int b
         else if (sa->sa_family == AF_INET6)
             inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, addr, sizeof addr);
     }
-    snprintf(out, cap, "addr:%s", addr);
+    dmt_api_client_id(cfg, job->has_api_key ? job->api_key : NULL, addr, out, cap);
 }
 
 /* Room for one more result of owner? 0, or 429 with a message. Caller holds mu. A
@@ -422,9 +416,9 @@ static int room_for(dmt_files *fs, const char *owner, size_t size, char *err, si
     return 0;
 }
 
-int dmt_files_admit(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, int keys_on, char *err,
-                    size_t errlen) {
-    owner_of(conn, job, keys_on, job->owner, sizeof job->owner);
+int dmt_files_admit(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, const dmt_server_config *cfg,
+                    char *err, size_t errlen) {
+    owner_of(conn, job, cfg, job->owner, sizeof job->owner);
     pthread_mutex_lock(&fs->mu);
     int st = room_for(fs, job->owner, 0, err, errlen);
     pthread_mutex_unlock(&fs->mu);

@@ -17,6 +17,8 @@
 #include <jansson.h>
 #include <microhttpd.h>
 
+#include "server/config.h"
+
 typedef struct dmt_files dmt_files;
 typedef struct dmt_file_job dmt_file_job;
 
@@ -32,11 +34,10 @@ int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *bo
                       char *err, size_t errlen);
 /* The upload's api_key field, NULL when it had none: checked before any parsing. */
 const char *dmt_file_job_api_key(const dmt_file_job *job);
-/* Room to store one more result for this upload's client (its API key when
- * keys_on, else its address)? Must be called before dmt_files_finish. 0, or 429 with a message: results are never dropped before their
+/* Room to store one more result for this upload's client (dmt_api_client_id)? Must be called before dmt_files_finish. 0, or 429 with a message: results are never dropped before their
  * lifetime, so a full store (or a client at its quota) is refused up front. */
-int dmt_files_admit(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, int keys_on, char *err,
-                    size_t errlen);
+int dmt_files_admit(dmt_files *fs, struct MHD_Connection *conn, dmt_file_job *job, const dmt_server_config *cfg,
+                    char *err, size_t errlen);
 /* Queues the document's parsing on the files' parser thread (one document at a
  * time, never on an HTTP thread); parsed(arg) is called from that thread when it
  * is done, after which dmt_file_job_request gives the outcome. 0, or 429 (queue

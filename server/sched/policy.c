@@ -11,8 +11,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A client with requests waiting; freed when its last one leaves the policy. */
+typedef struct client {
+    struct client *next;
+    char id[72];
+    double service;  /* cost admitted for its requests, plus the start it got on arrival */
+    int requests;    /* entries waiting */
+} client;
+
 typedef struct {
     dmt_policy_request r;
+    client *c;
     int next;        /* next sentence to admit */
     double service;  /* cost admitted so far, plus the start it got on arrival */
     double arrived;
@@ -24,6 +33,7 @@ struct dmt_policy {
     int (*same_key)(const void *, const void *);
     entry *e;
     int n, cap;
+    client *clients; /* those with requests waiting */
     long seq;
     int queued;
     long queued_cost;
@@ -77,8 +87,42 @@ dmt_policy *dmt_policy_new(dmt_policy_limits lim, int (*same_key)(const void *, 
 
 void dmt_policy_free(dmt_policy *p) {
     if (!p) return;
+    for (client *c = p->clients, *next; c; c = next) {
+        next = c->next;
+        free(c);
+    }
     free(p->e);
     free(p);
+}
+
+/* The client named id, joining at the least service among those waiting. NULL when
+ * out of memory. */
+static client *client_of(dmt_policy *p, const char *id) {
+    if (!id) id = "";
+    double least = 0;
+    int any = 0;
+    for (client *c = p->clients; c; c = c->next) {
+        if (!strncmp(c->id, id, sizeof c->id - 1)) return c;
+        if (!any || c->service < least) least = c->service;
+        any = 1;
+    }
+    client *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    snprintf(c->id, sizeof c->id, "%s", id);
+    c->service = least;
+    c->next = p->clients;
+    p->clients = c;
+    return c;
+}
+
+static void client_leave(dmt_policy *p, client *c) {
+    if (--c->requests > 0) return;
+    for (client **pp = &p->clients; *pp; pp = &(*pp)->next)
+        if (*pp == c) {
+            *pp = c->next;
+            free(c);
+            return;
+        }
 }
 
 static int same(const dmt_policy *p, const void *a, const void *b) { return p->same_key ? p->same_key(a, b) : a == b; }
@@ -92,13 +136,17 @@ int dmt_policy_add(dmt_policy *p, const dmt_policy_request *r, double now) {
         p->e = e;
         p->cap = cap;
     }
-    /* start at the least service among those waiting: a newcomer is neither owed
-     * the whole past (it would starve the others) nor put behind it */
+    client *c = client_of(p, r->client);
+    if (!c) return -1;
+    /* start at the least service among its client's requests waiting: a newcomer is
+     * neither owed the whole past (it would starve the others) nor put behind it */
     double start = 0;
+    int any = 0;
     for (int i = 0; i < p->n; i++)
-        if (i == 0 || p->e[i].service < start) start = p->e[i].service;
+        if (p->e[i].c == c && (!any || p->e[i].service < start)) start = p->e[i].service, any = 1;
+    c->requests++;
     entry *e = &p->e[p->n++];
-    *e = (entry){.r = *r, .service = start, .arrived = now, .seq = p->seq++};
+    *e = (entry){.r = *r, .c = c, .service = start, .arrived = now, .seq = p->seq++};
     p->queued += r->n;
     for (int i = 0; i < r->n; i++) p->queued_cost += r->cost[i];
     return 0;
@@ -109,6 +157,7 @@ static void drop(dmt_policy *p, int i) {
     const entry *e = &p->e[i];
     p->queued -= e->r.n - e->next;
     for (int s = e->next; s < e->r.n; s++) p->queued_cost -= e->r.cost[s];
+    client_leave(p, e->c);
     memmove(&p->e[i], &p->e[i + 1], (size_t)(p->n - i - 1) * sizeof *p->e);
     p->n--;
 }
@@ -133,8 +182,11 @@ int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int lim
                 if (lim->max_batch_cost > 0 && cost + c > lim->max_batch_cost) continue;
                 if (n > 0 && lim->max_batch_tokens > 0 && (long)l * (n + 1) > lim->max_batch_tokens) continue;
             }
-            if (best < 0 || e->service < p->e[best].service ||
-                (e->service == p->e[best].service && e->seq < p->e[best].seq))
+            /* the least served client, then its least served request, then arrival */
+            const entry *b = best < 0 ? NULL : &p->e[best];
+            if (!b || e->c->service < b->c->service ||
+                (e->c->service == b->c->service &&
+                 (e->service < b->service || (e->service == b->service && e->seq < b->seq))))
                 best = i;
         }
         if (best < 0) break;
@@ -146,6 +198,7 @@ int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int lim
         cost += c;
         if (t > longest) longest = t;
         e->service += (double)c;
+        e->c->service += (double)c;
         e->next++;
         p->queued--;
         p->queued_cost -= c;

@@ -9,7 +9,15 @@
  * (n-best <= beam), so they are included; the expected output length is the
  * source length times a typical ratio, capped by the request's max length.
  *
- * Fairness. Requests, not sentences, share the capacity. Each request carries the
+ * Fairness between clients. Clients (an API key, or an address: whatever the caller
+ * names) share the capacity first, then each client's requests share its part: a
+ * client's service is the cost admitted for all its requests, and the next sentence
+ * comes from the waiting client with the least service. A client that arrives (or
+ * comes back) starts at the least service among the clients waiting. So a client
+ * flooding requests gets one share, not one share a request: another client's one
+ * request runs as soon as it is the least served, whatever the flood's size.
+ *
+ * Fairness between a client's requests. Requests, not sentences, share the capacity. Each request carries the
  * cost admitted for it so far (its service); a batch is filled by taking, again and
  * again, the next sentence of the compatible request with the least service (ties:
  * the earlier request). A request that arrives later starts at the least service
@@ -53,6 +61,7 @@ void dmt_policy_free(dmt_policy *p);
 
 typedef struct {
     void *owner;              /* the caller's request; identifies it */
+    const char *client;       /* who sent it (an API key's hash, an address); NULL or "": one anonymous client */
     const void *key;          /* decoding options */
     int n;                    /* sentences (>= 1) */
     const long *cost;         /* [n], borrowed until the request leaves the policy */

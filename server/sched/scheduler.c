@@ -182,7 +182,8 @@ int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen
             w->jobs[i].work = w;
             memset(&w->jobs[i].out, 0, sizeof w->jobs[i].out);
         }
-        dmt_policy_request pr = {w, &w->opt, w->n_jobs, w->cost, w->tokens, w->deadline};
+        dmt_policy_request pr = {.owner = w, .client = w->client, .key = &w->opt, .n = w->n_jobs, .cost = w->cost,
+                                 .tokens = w->tokens, .deadline = w->deadline};
         if (add_live(s, w) || dmt_policy_add(s->policy, &pr, w->enqueued)) {
             if (s->n_live && s->live[s->n_live - 1] == w) s->n_live--;
             rc = DMT_SUBMIT_FULL;

@@ -35,6 +35,7 @@ struct dmt_work {
      * done): 0 once its client has gone, and the request is dropped. NULL: never. */
     int (*alive)(dmt_work *w);
     void *user;
+    char client[72];           /* who sent it: workers are shared fairly between clients first (policy.h); "" = anonymous */
     /* scheduler-owned */
     atomic_int pending;
     atomic_int timed_out;      /* dropped at its deadline before it started */

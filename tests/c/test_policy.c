@@ -27,9 +27,14 @@ static void fill(req *r, int id, int n, int beam, int tokens) {
     }
 }
 
-static int add(dmt_policy *p, req *r, const void *key, double deadline, double now) {
-    dmt_policy_request pr = {r, key, r->n, r->cost, r->tokens, deadline};
+static int add_from(dmt_policy *p, req *r, const char *client, const void *key, double deadline, double now) {
+    dmt_policy_request pr = {.owner = r, .client = client, .key = key, .n = r->n, .cost = r->cost,
+                             .tokens = r->tokens, .deadline = deadline};
     return dmt_policy_add(p, &pr, now);
+}
+
+static int add(dmt_policy *p, req *r, const void *key, double deadline, double now) {
+    return add_from(p, r, NULL, key, deadline, now);
 }
 
 static int count_of(const dmt_policy_pick *b, int n, const req *r) {
@@ -240,7 +245,49 @@ static void test_deadline_cancel(void) {
     dmt_policy_free(p);
 }
 
+/* Fairness between clients: one client's flood of requests gets one share, not
+ * one a request. */
+static void test_clients(void) {
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 8}, NULL);
+    static req flood[12], b, c;
+    for (int i = 0; i < 12; i++) {
+        fill(&flood[i], 100 + i, 1, 4, 10);
+        add_from(p, &flood[i], "addr:10.0.0.1", NULL, 0, 1.0 + i * 0.01);
+    }
+    fill(&b, 2, 1, 4, 10);
+    add_from(p, &b, "addr:10.0.0.2", NULL, 0, 2.0);
+    dmt_policy_pick out[8];
+    int when_b = -1;
+    for (int k = 0; k < 13; k++) {
+        int n = dmt_policy_take(p, 1, out);
+        if (n == 1 && out[0].owner == &b) when_b = k;
+    }
+    CHECK(when_b == 1, "a client's one request runs 2nd beside another client's 12 (was 13th: shares were per request)",
+          "picked %d-th", when_b + 1);
+    CHECK(dmt_policy_requests(p) == 0, "and the flood still runs whole");
+
+    /* a client that comes late joins at the least service among those waiting: it
+     * is not owed the flood's past (it would then hold the workers for as long) */
+    for (int i = 0; i < 12; i++) add_from(p, &flood[i], "addr:10.0.0.1", NULL, 0, 3.0);
+    for (int k = 0; k < 6; k++) dmt_policy_take(p, 1, out);
+    fill(&c, 3, 6, 4, 10);
+    add_from(p, &c, "key:abc", NULL, 0, 4.0);
+    int seq_c[8], m = 0;
+    for (int k = 0; k < 8; k++) {
+        dmt_policy_take(p, 1, out);
+        seq_c[m++] = out[0].owner == &c;
+    }
+    int alternate = 1;
+    for (int k = 1; k < 8; k++) alternate &= seq_c[k] != seq_c[k - 1];
+    CHECK(alternate, "a late client alternates with the flooding one (neither starves)", "%d%d%d%d%d%d%d%d",
+          seq_c[0], seq_c[1], seq_c[2], seq_c[3], seq_c[4], seq_c[5], seq_c[6], seq_c[7]);
+    while (dmt_policy_take(p, 8, out) > 0) {
+    }
+    dmt_policy_free(p);
+}
+
 int main(void) {
+    test_clients();
     test_cost();
     test_check();
     test_fairness();
