@@ -159,6 +159,22 @@ int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key) {
     return ok;
 }
 
+const char *dmt_api_key_of(json_t *body) {
+    json_t *k = json_is_object(body) ? json_object_get(body, "api_key") : NULL;
+    if (!json_is_string(k) && json_is_object(body)) k = json_object_get(body, "apiKey");
+    return json_is_string(k) ? json_string_value(k) : NULL;
+}
+
+int dmt_api_key_status(const dmt_server_config *cfg, const char *key, char *err, size_t errlen) {
+    if (cfg->n_api_keys <= 0 || dmt_api_key_allowed(cfg, key)) return 0;
+    if (!key || !*key) {
+        snprintf(err, errlen, "Please contact the server operator to get an API key");
+        return 400;
+    }
+    snprintf(err, errlen, "Invalid API key");
+    return 403;
+}
+
 /* Allocates the per-text arrays for n texts. 0, or -1 out of memory. */
 static int alloc_texts(dmt_api_request *r, int n) {
     r->n_texts = n;
@@ -372,14 +388,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         status = 400;
         goto fail;
     }
-    if (cfg->n_api_keys > 0) {
-        json_t *k = json_object_get(body, "api_key");
-        if (!dmt_api_key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) {
-            snprintf(err, errlen, "Invalid API key");
-            status = 403;
-            goto fail;
-        }
-    }
+    if ((status = dmt_api_key_status(cfg, dmt_api_key_of(body), err, errlen))) goto fail;
     if ((status = read_q(r, json_object_get(body, "q"), err, errlen))) goto fail;
     const char *source = get_string(body, "source", 1, err, errlen);
     if (!source) {

@@ -53,6 +53,13 @@ void dmt_api_request_free(dmt_api_request *r);
 json_t *dmt_api_languages(const dmt_config *mcfg);
 /* key is one of --api-keys (compared in constant time); NULL never is. */
 int dmt_api_key_allowed(const dmt_server_config *cfg, const char *key);
+/* A request's key: its "api_key" field, or "apiKey" (the npm libretranslate
+ * client's spelling); NULL when it has neither (or not as a string). */
+const char *dmt_api_key_of(json_t *body);
+/* The key check as LibreTranslate answers it: 0 when keys are off or key is one
+ * of them; 400 "Please contact the server operator to get an API key" when keys
+ * are on and none was sent; 403 "Invalid API key" for any other key. */
+int dmt_api_key_status(const dmt_server_config *cfg, const char *key, char *err, size_t errlen);
 json_t *dmt_api_error(const char *fmt, ...);
 /* Who a request comes from, for fairness and quotas: "key:" and a hash of its API key
  * when keys are on (the key itself is not kept), else "addr:" and the client

@@ -258,7 +258,7 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
         field_append(u, u->job->source, sizeof u->job->source, data, off, size);
     } else if (!strcmp(key, "target")) {
         field_append(u, u->job->target, sizeof u->job->target, data, off, size);
-    } else if (!strcmp(key, "api_key")) {
+    } else if (!strcmp(key, "api_key") || !strcmp(key, "apiKey")) {
         u->job->has_api_key = 1;
         field_append(u, u->job->api_key, sizeof u->job->api_key, data, off, size);
     }

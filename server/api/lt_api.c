@@ -23,11 +23,11 @@ static size_t count_chars(const char *s, size_t len) {
 /* The API key check shared by these endpoints: NULL when allowed, else the
  * 403 answer. */
 static json_t *check_key(const dmt_server_config *cfg, json_t *body, int *status) {
-    if (cfg->n_api_keys <= 0) return NULL;
-    json_t *k = json_is_object(body) ? json_object_get(body, "api_key") : NULL;
-    if (dmt_api_key_allowed(cfg, json_is_string(k) ? json_string_value(k) : NULL)) return NULL;
-    *status = 403;
-    return dmt_api_error("Invalid API key");
+    char err[128];
+    int st = dmt_api_key_status(cfg, dmt_api_key_of(body), err, sizeof err);
+    if (!st) return NULL;
+    *status = st;
+    return dmt_api_error("%s", err);
 }
 
 json_t *dmt_lt_detect(const dmt_server_config *cfg, const dmt_config *mcfg, json_t *body, int *status) {

@@ -317,8 +317,8 @@ static enum MHD_Result translate_file_received(conn_ctx *c) {
     c->body = NULL;
     if (status == 429) return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "5");
     if (status) return respond_error(c, status, err);
-    if (srv->cfg->n_api_keys > 0 && !dmt_api_key_allowed(srv->cfg, dmt_file_job_api_key(c->file)))
-        return respond_error(c, 403, "Invalid API key");
+    if ((status = dmt_api_key_status(srv->cfg, dmt_file_job_api_key(c->file), err, sizeof err)))
+        return respond_error(c, status, err);
     if ((status = dmt_files_admit(srv->files, c->conn, c->file, srv->cfg, err, sizeof err)))
         return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "60");
     pthread_mutex_lock(&c->mu); /* file_parsed waits for the suspension */
@@ -374,9 +374,7 @@ static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
         if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
-    json_t *key = json_object_get(r->body, "api_key");
-    dmt_api_client_id(srv->cfg, json_is_string(key) ? json_string_value(key) : NULL, c->client, r->work.client,
-                      sizeof r->work.client); /* workers are shared between clients first (policy.h) */
+    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->work.client, sizeof r->work.client); /* workers are shared between clients first (policy.h) */
     r->work.user = c;
     r->work.done = work_done;
     r->work.alive = work_alive;

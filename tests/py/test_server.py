@@ -579,7 +579,12 @@ def test_api_keys():
     p = srv.port
     body = {"q": "Hi", "source": "en", "target": "de"}
     st, h, j = jreq(p, "POST", "/translate", body)
-    tap.ok(st == 403 and error_of(j) == "Invalid API key", "403: API keys on, no key", f"{st} {j}")
+    tap.ok(st == 400 and error_of(j) == "Please contact the server operator to get an API key",
+           "400: API keys on, no key (LibreTranslate's answer)", f"{st} {j}")
+    st, h, j = jreq(p, "POST", "/translate", {**body, "apiKey": "secret-one"})
+    tap.ok(st == 200, "200: the key spelled apiKey (the npm libretranslate client's spelling)", f"{st} {j}")
+    st, h, j = jreq(p, "POST", "/translate", {**body, "apiKey": "nope"})
+    tap.ok(st == 403 and error_of(j) == "Invalid API key", "403: a wrong key spelled apiKey", f"{st} {j}")
     st, h, j = jreq(p, "POST", "/translate", {**body, "api_key": "secret-on"})
     tap.ok(st == 403, "403: a wrong key (a prefix of a good one)", f"{st} {j}")
     st, h, j = jreq(p, "POST", "/translate", {**body, "api_key": "secret-two"})
