@@ -138,8 +138,31 @@ def test_npm_client(p):
            "npm libretranslate client, format html: markup kept", (r.stdout + r.stderr).decode(errors="replace"))
 
 
+def test_npm_client_with_keys():
+    """The npm client sends its key as apiKey: against a key-requiring server it
+    translates with the key and gets no translation without one."""
+    mods, why = node_modules()
+    if not mods:
+        tap.skip(f"npm libretranslate client: {why}")
+        return
+    srv = ts.Server(env={"DEEPMT_API_KEYS": "npm-key"})
+    env = {**os.environ, "NODE_PATH": mods}
+    outs = []
+    for key in ("npm-key", ""):
+        r = subprocess.run(["node", repo_path("tests/js/lt_client.js"), f"http://127.0.0.1:{srv.port}", "en", "de", "text",
+                            "A small dog.", key], capture_output=True, timeout=120, env=env)
+        try:
+            outs.append(json.loads(r.stdout).get("result"))
+        except ValueError:
+            outs.append(r.stdout)
+    srv.stop()
+    tap.ok(isinstance(outs[0], str) and outs[0] and outs[1] is None,
+           "npm libretranslate client against a key-requiring server: translates with its apiKey, not without",
+           str(outs))
+
+
 def main():
-    return ts.run_suite([test_structure, test_garbage, test_npm_client])
+    return ts.run_suite([test_structure, test_garbage, test_npm_client], after=[test_npm_client_with_keys])
 
 
 if __name__ == "__main__":
