@@ -68,7 +68,8 @@ static const option options[] = {
      "a request (headers and body) must arrive within this of the connection opening or of the previous "
      "answer, else the connection is closed (0: no limit) [60]"},
     {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
-     "send CORS headers for this origin (\"*\" for any) [off]"},
+     "Access-Control-Allow-Origin on every answer and CORS preflight answers: \"*\" (any origin, as "
+     "LibreTranslate), one origin, or off [*]"},
     {"log-format", OPT_CHOICE, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
     {"api-keys", OPT_KEYS, 0, 0, 0, 0, "FILE",
      "require one of these keys (one a line; env: comma list) [off]"},
@@ -98,6 +99,10 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->max_connections = 1024;
     c->max_connections_per_ip = 128;
     c->request_read_timeout_s = 60;
+    /* as LibreTranslate: any origin may call the API from a browser. Keys travel in
+     * request bodies, never in cookies, so a foreign page gains nothing it could not
+     * do itself; --cors-origin off (or one origin) narrows it. */
+    snprintf(c->cors_origin, sizeof c->cors_origin, "*");
 }
 
 void dmt_server_config_clear(dmt_server_config *c) {
@@ -351,5 +356,6 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
     if (c->workers == 0) c->workers = c->threads ? 1 : (int)(cores < 4 ? cores : 4);
     if (c->threads == 0) c->threads = cores > c->workers ? (int)(cores / c->workers) : 1;
     if (c->max_sentences > c->max_queue) c->max_sentences = c->max_queue;
+    if (!strcmp(c->cors_origin, "off")) c->cors_origin[0] = 0;
     return 0;
 }

@@ -351,8 +351,8 @@ def test_errors(srv):
     st, h, j = jreq(p, "DELETE", "/health")
     tap.ok(st == 405 and "GET" in h.get("allow", ""), "405: DELETE /health", f"{st} {h.get('allow')}")
     st, h, data = request(p, "OPTIONS", "/translate")
-    tap.ok(st == 204 and "POST" in h.get("allow", "") and "access-control-allow-origin" not in h,
-           "OPTIONS without CORS: 204 with Allow, no CORS headers", f"{st} {h}")
+    tap.ok(st == 204 and "POST" in h.get("allow", "") and h.get("access-control-allow-origin") == "*",
+           "OPTIONS: 204 with Allow (and CORS for any origin, the default)", f"{st} {h}")
     st, h, j = jreq(p, "POST", "/translate", {"q": "Hi", "source": "en", "target": "de"})
     tap.ok(st == 200, "the server still answers after all the errors", f"{st} {j}")
 
@@ -626,6 +626,19 @@ def test_cors_and_env():
     except ValueError:
         ok = False
     tap.ok(ok, "--log-format json: one JSON object per line", "\n".join(lines[:3]))
+    srv = Server()
+    st, h, data = request(srv.port, "OPTIONS", "/translate", headers={
+        "Origin": "https://elsewhere.example", "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "content-type"})
+    st2, h2, j2 = translate(srv.port, "Hello.")
+    tap.ok(st == 204 and h.get("access-control-allow-origin") == "*" and "POST" in h.get("access-control-allow-methods", "")
+           and h2.get("access-control-allow-origin") == "*",
+           "CORS by default, as LibreTranslate: Allow-Origin * on answers and preflights", f"{st} {h} {h2}")
+    srv.stop()
+    srv = Server("--cors-origin", "off")
+    st, h, j = translate(srv.port, "Hello.")
+    tap.ok(st == 200 and "access-control-allow-origin" not in h, "--cors-origin off: no CORS headers", f"{h}")
+    srv.stop()
 
 
 def zero_model(d, d_model, layers):
