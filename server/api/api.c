@@ -194,6 +194,10 @@ static int read_q(dmt_api_request *r, json_t *q, char *err, size_t errlen) {
         return 400;
     }
     r->is_array = json_is_array(q);
+    if ((json_is_string(q) && json_string_length(q) == 0) || (r->is_array && json_array_size(q) == 0)) {
+        snprintf(err, errlen, "Invalid request: missing q parameter"); /* as LibreTranslate ("not q") */
+        return 400;
+    }
     if (!r->is_array && !json_is_string(q)) {
         snprintf(err, errlen, "q must be a string or an array of strings");
         return 400;
@@ -243,24 +247,25 @@ static int sentence_jobs(const dmt_model *model, const char *text, dmt_span s, d
 
 /* Splits every text into sentences and those into jobs (a sentence too long for
  * the model becomes several, see sentence_jobs); fills spans/first/count. The
- * limits count characters and sentences, never a sentence's length. 0, or 413 /
+ * limits count characters and sentences, never a sentence's length. 0, or 400 /
  * 500 with a message. */
 static int split_texts(dmt_api_request *r, const dmt_server_config *cfg, const dmt_model *model, char *err,
                        size_t errlen) {
     size_t chars = 0;
     long sentences = 0, total = 0;
     for (int t = 0; t < r->n_texts; t++) chars += count_chars(r->texts[t], r->lens[t]);
-    if (chars > (size_t)cfg->max_chars) {
-        snprintf(err, errlen, "text too long: %zu characters, limit %d", chars, cfg->max_chars);
-        return 413;
+    if (chars > (size_t)cfg->max_chars) { /* 400, LibreTranslate's status and wording */
+        snprintf(err, errlen, "Invalid request: request (%zu) exceeds text limit (%d)", chars, cfg->max_chars);
+        return 400;
     }
     int *n_sent = calloc((size_t)r->n_texts + 1, sizeof *n_sent);
     if (!n_sent) goto oom;
     for (int t = 0; t < r->n_texts; t++) sentences += n_sent[t] = dmt_sentences_split(r->texts[t], r->lens[t], NULL, 0);
     if (sentences > cfg->max_sentences) {
         free(n_sent);
-        snprintf(err, errlen, "too many sentences: %ld, limit %d", sentences, cfg->max_sentences);
-        return 413;
+        snprintf(err, errlen, "Invalid request: request (%ld sentences) exceeds the sentence limit (%d)", sentences,
+                 cfg->max_sentences);
+        return 400;
     }
     dmt_span *sent = calloc((size_t)sentences + 1, sizeof *sent);
     if (!sent) goto oom;
@@ -323,12 +328,12 @@ static int html_to_runs(dmt_api_request *r, const dmt_server_config *cfg, const 
                         char *err, size_t errlen) {
     size_t chars = 0;
     for (int t = 0; t < r->n_texts; t++) chars += count_chars(r->texts[t], r->lens[t]);
-    if (chars > (size_t)cfg->max_chars) {
-        snprintf(err, errlen, "text too long: %zu characters, limit %d", chars, cfg->max_chars);
-        return 413;
+    if (chars > (size_t)cfg->max_chars) { /* 400, as LibreTranslate */
+        snprintf(err, errlen, "Invalid request: request (%zu) exceeds text limit (%d)", chars, cfg->max_chars);
+        return 400;
     }
     r->html = dmt_html_prepare(r->texts, r->lens, r->n_texts, cfg->max_sentences, err, errlen);
-    if (!r->html) return strstr(err, "memory") ? 500 : 413;
+    if (!r->html) return strstr(err, "memory") ? 500 : 400;
     r->n_docs = r->n_texts;
     r->docs = r->texts;
     r->doc_lens = r->lens;
@@ -419,6 +424,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         status = 400;
         goto fail;
     }
+    if (format && !*format) format = NULL; /* "": text, as LibreTranslate */
     if (format && strcmp(format, "text") && strcmp(format, "html")) {
         snprintf(err, errlen, "format must be \"text\" or \"html\"");
         status = 400;
@@ -427,11 +433,10 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
     if ((status = read_options(r, cfg, mcfg, body, err, errlen))) goto fail;
     r->same_language = !strcmp(source, target);
     if (format && !strcmp(format, "html")) {
-        if (r->alternatives > 0) {
-            snprintf(err, errlen, "alternatives are not available with format html");
-            status = 400;
-            goto fail;
-        }
+        /* LibreTranslate answers "alternatives": [] for html (its own page always asks
+         * for 3): none are computed, the field says so */
+        r->empty_alternatives = r->alternatives > 0;
+        r->alternatives = 0;
         if ((status = html_to_runs(r, cfg, mcfg, !strcmp(source, "auto"), err, errlen))) goto fail;
     } else if (!strcmp(source, "auto")) {
         for (int t = 0; t < r->n_texts; t++)
@@ -607,14 +612,17 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
         *status = 500;
         return dmt_api_error("out of memory");
     }
+    if (r->empty_alternatives) /* html: asked for, none computed */
+        for (int t = 0; t < (r->is_array ? (int)json_array_size(texts) : 1); t++) json_array_append_new(alts, json_array());
+    int with_alts = r->alternatives > 0 || r->empty_alternatives;
     json_t *res = json_object();
     if (r->is_array) {
         json_object_set_new(res, "translatedText", texts);
-        if (r->alternatives > 0) json_object_set_new(res, "alternatives", alts);
+        if (with_alts) json_object_set_new(res, "alternatives", alts);
         else json_decref(alts);
     } else {
         json_object_set(res, "translatedText", json_array_get(texts, 0));
-        if (r->alternatives > 0) json_object_set(res, "alternatives", json_array_get(alts, 0));
+        if (with_alts) json_object_set(res, "alternatives", json_array_get(alts, 0));
         json_decref(texts);
         json_decref(alts);
     }

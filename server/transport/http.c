@@ -311,7 +311,7 @@ static enum MHD_Result translate_file_received(conn_ctx *c) {
     dmt_server *srv = c->srv;
     char err[1024] = "";
     if (!srv->files)
-        return respond_error(c, 503, "file translation is off: the server has no writable temporary folder");
+        return respond_error(c, 403, "Files translation are disabled on this server: it has no writable temporary folder");
     int status = dmt_files_receive(srv->files, c->conn, c->body, c->body_len, &c->file, err, sizeof err);
     free(c->body);
     c->body = NULL;
