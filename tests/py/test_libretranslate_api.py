@@ -154,8 +154,67 @@ def test_spec(p):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_answers_match_spec(p):
+    """Every answer's shape, successes and errors, against its schema in /spec (ajv
+    over the dereferenced document, tests/js/validate_responses.js)."""
+    mods, why = node_modules()
+    if not mods:
+        tap.skip(f"response shapes against /spec: {why}")
+        return
+    calls = [
+        ("post", "/translate", {"q": "A dog.", "source": "en", "target": "de"}),
+        ("post", "/translate", {"q": ["A dog.", "Two cats."], "source": "en", "target": "fr"}),
+        ("post", "/translate", {"q": "A dog.", "source": "en", "target": "de", "alternatives": 2}),
+        ("post", "/translate", {"q": ["A dog.", ""], "source": "en", "target": "de", "alternatives": 2}),
+        ("post", "/translate", {"q": "A dog.", "source": "en", "target": "en", "alternatives": 2}),  # [] alternatives
+        ("post", "/translate", {"q": "Ein Hund läuft.", "source": "auto", "target": "en"}),
+        ("post", "/translate", {"q": ["Ein Hund.", "Un chat."], "source": "auto", "target": "en"}),
+        ("post", "/translate", {"q": "<p>A <b>dog</b>.</p>", "source": "en", "target": "de", "format": "html",
+                                "alternatives": 3}),
+        ("post", "/translate", {"q": "", "source": "en", "target": "de"}),
+        ("post", "/translate", {"q": "A dog.", "source": "xx", "target": "de"}),
+        ("post", "/translate", {"q": "x" * 30000, "source": "en", "target": "de"}),
+        ("post", "/detect", {"q": "Ein Hund läuft im Park."}),
+        ("post", "/detect", {"q": ""}),
+        ("post", "/suggest", {"q": "a", "s": "b", "source": "en", "target": "de"}),
+        ("get", "/languages", None),
+        ("get", "/frontend/settings", None),
+        ("get", "/health", None),
+        ("get", "/ready", None),
+    ]
+    records = []
+    for method, path, body in calls:
+        st, h, j = ts.jreq(p, method.upper(), path, body)
+        records.append({"method": method, "path": path, "status": st, "body": j})
+    tmp = tempfile.mkdtemp(prefix="deepmt-shapes-")
+    try:
+        spec = os.path.join(tmp, "spec.json")
+        with open(spec, "wb") as f:
+            f.write(ts.request(p, "GET", "/spec")[2])
+        rec = os.path.join(tmp, "records.json")
+        with open(rec, "w") as f:
+            json.dump(records, f)
+        env = {**os.environ, "NODE_PATH": mods}
+        r = subprocess.run(["node", repo_path("tests/js/validate_responses.js"), spec, rec], capture_output=True,
+                           timeout=120, env=env)
+        out = r.stdout.decode(errors="replace")
+        tap.ok(r.returncode == 0 and out.count("\nok ") + out.startswith("ok ") == len(records),
+               f"{len(records)} answers (successes and errors) match their schemas in /spec",
+               "\n".join(l for l in out.splitlines() if l.startswith("FAIL"))[:1500])
+        bad = [{"method": "post", "path": "/translate", "status": 200, "body": {"translatedText": 3}}]
+        with open(rec, "w") as f:
+            json.dump(bad, f)
+        r = subprocess.run(["node", repo_path("tests/js/validate_responses.js"), spec, rec], capture_output=True,
+                           timeout=120, env=env)
+        tap.ok(r.returncode == 1 and b"FAIL" in r.stdout, "the shape check refuses a wrong answer (it can fail)",
+               r.stdout.decode(errors="replace")[-300:])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
-    return ts.run_suite([test_detect, test_auto, test_suggest_settings, test_spec], after=[test_keys])
+    return ts.run_suite([test_detect, test_auto, test_suggest_settings, test_spec, test_answers_match_spec],
+                        after=[test_keys])
 
 
 if __name__ == "__main__":
