@@ -54,6 +54,9 @@ static const option options[] = {
     {"max-sentences", OPT_INT, F(max_sentences), 0, 1, 1 << 20, "N", "sentences per request [512]"},
     {"max-queue", OPT_INT, F(max_queue), 0, 1, 1 << 22, "N", "sentences waiting before 429 [4096]"},
     {"max-alternatives", OPT_INT, F(max_alternatives), 0, 0, 16, "N", "largest \"alternatives\" [8]"},
+    {"req-limit", OPT_INT, F(req_limit), 0, 0, 1 << 20, "N",
+     "requests a minute per client (its API key when keys are on, else its address) to /translate, "
+     "/translate_file and /detect; more get 429 with Retry-After (0: no limit, as LibreTranslate's -1) [0]"},
     {"request-timeout", OPT_INT, F(request_timeout_s), 0, 0, 86400, "SEC",
      "a request waiting longer in the queue before it starts gets 503 (0: never) [60]"},
     {"drain-timeout", OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",

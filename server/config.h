@@ -26,6 +26,7 @@ typedef struct {
     int max_sentences;       /* --max-sentences: sentences per request after splitting */
     int max_queue;           /* --max-queue: sentences waiting; more gets 429 */
     int max_alternatives;    /* --max-alternatives */
+    int req_limit;           /* --req-limit: requests a minute per client (key, else address); 0 = none */
     int request_timeout_s;   /* --request-timeout: seconds a request may wait in the queue before it starts */
     int drain_timeout_s;     /* --drain-timeout: seconds a SIGTERM drain waits for requests in flight */
     int max_connections;     /* --max-connections */

@@ -15,6 +15,7 @@
 #include "server/server.h"
 #include "server/clock.h"
 #include "server/log.h"
+#include "server/ratelimit.h"
 #include "server/transport/http.h"
 #include "model/blas_kernels.h"
 #include "model/gemm.h"
@@ -155,7 +156,8 @@ int dmt_server_run(const dmt_server_config *cfg) {
                                                           cfg->precision, batch_cost(cfg, &srv.model_cfg),
                                                           cfg->max_request_cost, cfg->batching == 1},
                                   srv.metrics);
-    if (!srv.metrics || !srv.sched) {
+    srv.ratelimit = dmt_ratelimit_new(cfg->req_limit);
+    if (!srv.metrics || !srv.sched || (cfg->req_limit > 0 && !srv.ratelimit)) {
         fprintf(stderr, "deepmt serve: out of memory\n");
         goto out;
     }
@@ -213,6 +215,7 @@ stop:
 out:
     dmt_scheduler_free(srv.sched);
     dmt_metrics_free(srv.metrics);
+    dmt_ratelimit_free(srv.ratelimit);
     close(signal_pipe[0]);
     close(signal_pipe[1]);
     signal_pipe[0] = signal_pipe[1] = -1;

@@ -14,6 +14,7 @@
 #include "server/transport/http.h"
 #include "server/clock.h"
 #include "server/log.h"
+#include "server/ratelimit.h"
 #include "text/textsafe.h"
 
 #include <arpa/inet.h>
@@ -304,6 +305,8 @@ static void file_parsed(void *arg) {
     if (resume) MHD_resume_connection(conn);
 }
 
+static int over_rate_limit(conn_ctx *c, const char *api_key, enum MHD_Result *answer);
+
 /* POST /translate_file, the body in: the upload's fields are read and its key is
  * checked here; the document itself is parsed on the files' parser thread while
  * the connection is suspended (files.h), then translate_request goes on. */
@@ -319,6 +322,8 @@ static enum MHD_Result translate_file_received(conn_ctx *c) {
     if (status) return respond_error(c, status, err);
     if ((status = dmt_api_key_status(srv->cfg, dmt_file_job_api_key(c->file), err, sizeof err)))
         return respond_error(c, status, err);
+    enum MHD_Result limited;
+    if (over_rate_limit(c, dmt_file_job_api_key(c->file), &limited)) return limited;
     if ((status = dmt_files_admit(srv->files, c->conn, c->file, srv->cfg, err, sizeof err)))
         return respond_json_h(c, status, dmt_api_error("%s", err), MHD_HTTP_HEADER_RETRY_AFTER, "60");
     pthread_mutex_lock(&c->mu); /* file_parsed waits for the suspension */
@@ -355,11 +360,32 @@ static enum MHD_Result translate_body_done(conn_ctx *c) {
 
 /* A parsed request body (stolen): /detect and /suggest are answered at once;
  * /translate and /translate_file are validated and queued. */
+/* --req-limit: 0, or the answer already queued (429) when the client is over it. */
+static int over_rate_limit(conn_ctx *c, const char *api_key, enum MHD_Result *answer) {
+    dmt_server *srv = c->srv;
+    if (!srv->ratelimit) return 0;
+    char client[80], retry[16], msg[160];
+    dmt_api_client_id(srv->cfg, api_key, c->client, client, sizeof client);
+    int wait = dmt_ratelimit_take(srv->ratelimit, client, dmt_now());
+    if (!wait) return 0;
+    snprintf(retry, sizeof retry, "%d", wait);
+    snprintf(msg, sizeof msg, "Too many requests: the limit is %d a minute (--req-limit); try again in %d s",
+             srv->cfg->req_limit, wait);
+    dmt_metrics_rejected(srv->metrics);
+    *answer = respond_json_h(c, 429, dmt_api_error("%s", msg), MHD_HTTP_HEADER_RETRY_AFTER, retry);
+    return 1;
+}
+
 static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
     dmt_server *srv = c->srv;
     char err[1024] = "";
     int status;
     route r0 = routes[c->route_index].r;
+    enum MHD_Result limited;
+    if (r0 != R_TRANSLATE_FILE && r0 != R_SUGGEST && over_rate_limit(c, dmt_api_key_of(body), &limited)) {
+        json_decref(body); /* /translate_file was counted before its document was read */
+        return limited;
+    }
     if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
         json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
                                      : dmt_lt_suggest(srv->cfg, body, &status);

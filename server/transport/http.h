@@ -25,6 +25,7 @@ typedef struct dmt_server {
     struct MHD_Daemon *probe_daemon; /* --probe-port: /health and /ready only (probe.c); NULL when off */
     dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
     struct dmt_files *files;   /* /translate_file results (files.h) */
+    struct dmt_ratelimit *ratelimit; /* --req-limit (ratelimit.h); NULL: none */
     atomic_int active;         /* requests between their first callback and completion */
     atomic_int connections;    /* open client connections (a request may be arriving on one) */
     atomic_int draining;       /* shutting down: answers carry Connection: close */

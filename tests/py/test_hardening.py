@@ -427,6 +427,39 @@ def test_probe_port():
     tap.ok(rc == 2 and "--probe-port" in err, "--probe-port out of range is refused", f"{rc} {err}")
 
 
+def post_from(source, port, path, body):
+    """POST JSON from a given loopback address -> (status, headers, body bytes)."""
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30, source_address=(source, 0))
+    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    out = (r.status, {k.lower(): v for k, v in r.getheaders()}, r.read())
+    c.close()
+    return out
+
+
+def test_rate_limit():
+    """--req-limit N: N requests a minute per client address (or API key); the next
+    gets 429 with Retry-After; another client is not affected; the bucket refills."""
+    srv = Server("--req-limit", "60")
+    p = srv.port
+    body = {"q": "Hi.", "source": "en", "target": "de"}
+    statuses = [post_from("127.0.3.1", p, "/translate", body)[0] for _ in range(60)]
+    st, h, raw = post_from("127.0.3.1", p, "/translate", body)
+    st_d, _, _ = post_from("127.0.3.1", p, "/detect", {"q": "Hallo"})
+    other, _, _ = post_from("127.0.3.2", p, "/translate", body)
+    tap.ok(statuses == [200] * 60 and st == 429 and int(h.get("retry-after", "0")) >= 1 and b"--req-limit" in raw
+           and st_d == 429 and other == 200,
+           "--req-limit 60: 60 requests pass, the 61st (and /detect) get 429 with Retry-After; another address passes",
+           f"{statuses.count(200)} x 200, then {st} {h.get('retry-after')} {raw[:120]!r}, detect {st_d}, other {other}")
+    time.sleep(2.2)
+    st, _, _ = post_from("127.0.3.1", p, "/translate", body)
+    tap.ok(st == 200, "the bucket refills (one a second at 60 a minute)", f"{st}")
+    h_st, _, _ = request(p, "GET", "/health")
+    tap.ok(h_st == 200, "probes are never limited", f"{h_st}")
+    srv.stop()
+
+
 def seconds_until_closed(s, byte, limit=8):
     """Sends one byte every 0.5 s (so an idle timeout never fires) until the server
     closes the socket: the seconds that took, or None if it stayed open `limit` s."""
@@ -553,6 +586,7 @@ def main():
         test_half_close()
         test_per_ip_limit()
         test_probe_port()
+        test_rate_limit()
         test_read_deadline()
         test_truncated_while_loading()
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports in any server's stderr",
