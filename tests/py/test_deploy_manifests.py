@@ -75,4 +75,8 @@ tap.ok(sleep is not None and grace >= sleep + queue,
        f"preStop sleeps {sleep} s; terminationGracePeriodSeconds {grace} >= preStop + queue timeout {queue} s")
 tap.ok(f"podman stop -t {grace}" in docs and "podman kube down" in docs and "network" in docs,
        "docs/deployment.md: stop the deepmt container first (podman stop -t <grace>), then kube down")
+nginx = open(os.path.join(REPO, "docker", "nginx.conf"), encoding="utf-8").read()
+hosts = re.findall(r"proxy_set_header\s+Host\s+(\S+);", nginx)
+tap.ok(hosts == ["$http_host"], "docker/nginx.conf passes the Host header as sent, port included ($http_host): "
+       "translatedFileUrl must point back at the balancer's port", detail=str(hosts))
 sys.exit(tap.done())
