@@ -56,8 +56,9 @@ static void print_matrix(const float *x, int rows, int cols) {
 
 int cmd_forward(int argc, char **argv) {
     if (argc < 2 || argc > 3 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: deepmt forward MODEL_DIR [INPUT.json]   (stdin when no file)\n");
-        return 2;
+        int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+        fprintf(help ? stdout : stderr, "usage: deepmt forward MODEL_DIR [INPUT.json]   (stdin when no file)\n");
+        return help ? 0 : 2;
     }
     char err[512];
     dmt_model *m = dmt_model_load(argv[1], (dmt_load_options){.ids_only = 1}, err, sizeof err);

@@ -9,8 +9,9 @@
 
 int cmd_inspect(int argc, char **argv) {
     if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: deepmt inspect MODEL_DIR\n");
-        return argc == 2 && !strcmp(argv[1], "--help") ? 0 : 2;
+        int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
+        fprintf(help ? stdout : stderr, "usage: deepmt inspect MODEL_DIR\n");
+        return help ? 0 : 2;
     }
     char err[512];
     dmt_model *m = dmt_model_load(argv[1], (dmt_load_options){.ids_only = 1}, err, sizeof err);

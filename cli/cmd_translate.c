@@ -36,6 +36,7 @@
 #include "model/model.h"
 #include "model/translate.h"
 #include "server/sched/pool.h"
+#include "base/suggest.h"
 #include "text/sentences.h"
 #include "tokenizer/tokenizer.h"
 
@@ -316,7 +317,8 @@ typedef struct {
     int set_lp, set_a, set_b, set_min, set_ngram, set_repeats, max_repeats;
 } args;
 
-/* 0, 1 for --help, -1 for a usage error (message printed). */
+/* 0, 1 for --help, -1 for a usage error (message printed), -2 for an unknown
+ * option or a missing value (message printed; no usage after it). */
 static int parse_args(int argc, char **argv, args *a) {
     enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS,
            O_PRECISION, O_BATCHING, O_NO_SPLIT };
@@ -369,8 +371,21 @@ static int parse_args(int argc, char **argv, args *a) {
             a->continuous = !strcmp(optarg, "continuous");
             break;
         case 'h': return 1;
-        case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -1;
-        default: fprintf(stderr, "deepmt translate: unknown option '%s'\n", argv[optind - 1]); return -1;
+        case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -2;
+        default: {
+            const char *given = argv[optind - 1], *name = given;
+            while (*name == '-') name++;
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)strcspn(name, "="), name);
+            const char *names[sizeof opts / sizeof *opts];
+            int k = 0;
+            for (; opts[k].name; k++) names[k] = opts[k].name;
+            names[k] = NULL;
+            const char *close = dmt_suggest(word, names);
+            if (close) fprintf(stderr, "deepmt translate: unknown option '%s'; did you mean --%s?\n", given, close);
+            else fprintf(stderr, "deepmt translate: unknown option '%s' (see deepmt translate --help)\n", given);
+            return -2;
+        }
         }
         if (bad) {
             for (int k = 0; li < 0 && opts[k].name; k++)
@@ -401,8 +416,8 @@ static int write_output(FILE *f, const char *name, const job *J, const line *lin
 int cmd_translate(int argc, char **argv) {
     args a;
     int pa = parse_args(argc, argv, &a);
-    if (pa) {
-        usage(pa > 0 ? stdout : stderr);
+    if (pa) { /* -2: a mistyped option, said in one line; -1: the usage helps */
+        if (pa != -2) usage(pa > 0 ? stdout : stderr);
         return pa > 0 ? 0 : 2;
     }
     char err[512];

@@ -40,7 +40,10 @@ int dmt_beam_options_check(const dmt_beam_options *o, char *err, size_t errlen) 
     else if (!(o->max_len_a >= 0.0f && o->max_len_a <= 1000.0f)) bad = "max_len_a must be a number between 0 and 1000";
     else if (o->max_len_b < 0 || o->max_len_b > 1000000) bad = "max_len_b must be between 0 and 1000000";
     else if (o->min_len < 0 || o->min_len > 1000000) bad = "min_len must be between 0 and 1000000";
-    else if (o->nbest < 1 || o->nbest > o->beam_size) bad = "nbest must be between 1 and beam_size";
+    else if (o->nbest < 1 || o->nbest > o->beam_size) {
+        snprintf(err, errlen, "nbest must be between 1 and beam_size (%d here; raise the beam with it)", o->beam_size);
+        return -1;
+    }
     else if (o->no_repeat_ngram_size < 0 || o->no_repeat_ngram_size > 1000000)
         bad = "no_repeat_ngram_size must be between 0 and 1000000 (0 = off)";
     else if (o->max_repeats < 0 || o->max_repeats > 1000) bad = "max_repeats must be between 0 and 1000 (0 = off)";

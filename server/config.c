@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/suggest.h"
+
 typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_SIZE, OPT_CHOICE, OPT_KEYS } opt_kind;
 
 typedef struct {
@@ -335,7 +337,15 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
         for (size_t i = 0; i < N_OPTIONS; i++)
             if (strlen(options[i].flag) == nl && !strncmp(options[i].flag, name, nl)) o = &options[i];
         if (!o) {
-            snprintf(err, errlen, "unknown option '%s' (see deepmt serve --help)", arg);
+            const char *names[N_OPTIONS + 2];
+            char word[64];
+            snprintf(word, sizeof word, "%.*s", (int)nl, name);
+            for (size_t i = 0; i < N_OPTIONS; i++) names[i] = options[i].flag;
+            names[N_OPTIONS] = "help";
+            names[N_OPTIONS + 1] = NULL;
+            const char *close = dmt_suggest(word, names);
+            if (close) snprintf(err, errlen, "unknown option '%s'; did you mean --%s?", arg, close);
+            else snprintf(err, errlen, "unknown option '%s' (see deepmt serve --help)", arg);
             return -1;
         }
         const char *v = eq ? eq + 1 : a + 1 < argc ? argv[++a] : NULL;

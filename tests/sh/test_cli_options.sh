@@ -1,0 +1,39 @@
+#!/bin/sh
+# test_cli_options.sh — the command line as a user meets it (TAP): a mistyped option
+# gets a "did you mean" in one line (not the whole help), --help prints to stdout and
+# exits 0 for every command, and a refused option value says what it depends on.
+# DEEPMT_BIN picks the binary (default build/deepmt).
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${DEEPMT_BIN:-build/deepmt}
+MODEL=tests/fixtures/tiny-model
+. tests/sh/tap.sh
+skip_unless_built "$BIN"
+out=$(mktemp); err=$(mktemp); trap 'rm -f "$out" "$err"' EXIT
+
+run() { "$BIN" "$@" </dev/null >"$out" 2>"$err"; rc=$?; }
+
+run translate --modle "$MODEL" --target de
+ok "$([ "$rc" = 2 ] && grep -q "did you mean --model?" "$err" && [ "$(wc -l <"$err")" = 1 ]; echo $?)" \
+    "translate --modle: exit 2 and one line with \"did you mean --model?\"" "rc $rc: $(head -c 300 "$err")"
+run translate -m "$MODEL" --targt de
+ok "$([ "$rc" = 2 ] && grep -q "did you mean --target?" "$err" && [ "$(wc -l <"$err")" = 1 ]; echo $?)" \
+    "translate --targt: \"did you mean --target?\", not the whole help" "rc $rc: $(head -c 300 "$err")"
+run translate -m "$MODEL" --target de --zzzzzz
+ok "$([ "$rc" = 2 ] && grep -q "unknown option '--zzzzzz'" "$err" && ! grep -q "did you mean" "$err"; echo $?)" \
+    "an option like none: no suggestion, a pointer to --help" "$(cat "$err")"
+run serve --prot 5000
+ok "$([ "$rc" = 2 ] && grep -q "did you mean --port?" "$err"; echo $?)" "serve --prot: \"did you mean --port?\"" \
+    "rc $rc: $(cat "$err")"
+run serve --max-chrs 5
+ok "$([ "$rc" = 2 ] && grep -q "did you mean --max-chars?" "$err"; echo $?)" "serve --max-chrs: \"did you mean --max-chars?\"" \
+    "rc $rc: $(cat "$err")"
+for cmd in translate serve inspect forward quantize; do
+    run "$cmd" --help
+    ok "$([ "$rc" = 0 ] && [ -s "$out" ] && grep -q "usage" "$out"; echo $?)" "$cmd --help: usage on stdout, exit 0" \
+        "rc $rc, stdout $(wc -c <"$out") bytes, stderr: $(head -c 200 "$err")"
+done
+echo "A dog." | "$BIN" translate -m "$MODEL" --target de -n 8 >"$out" 2>"$err"; rc=$?
+ok "$([ "$rc" = 2 ] && grep -q "beam_size (4 here" "$err"; echo $?)" "-n 8 above the beam: the message gives the beam" \
+    "rc $rc: $(cat "$err")"
+tap_done
