@@ -119,8 +119,18 @@ void dmt_server_config_clear(dmt_server_config *c) {
 
 void dmt_server_usage(FILE *f) {
     fprintf(f, "usage: deepmt serve [options]\n\n"
-               "Serves a model over HTTP with a LibreTranslate-compatible JSON API:\n"
-               "POST /translate, GET /languages, /health, /ready, /metrics (docs/server.md).\n\n"
+               "Serves a model over HTTP with a LibreTranslate-compatible JSON API (docs/server.md):\n"
+               "  POST /translate            {q, source, target, format, alternatives, api_key} -> translatedText\n"
+               "  POST /translate_file       multipart file (.txt .html .srt .docx .odt) -> translatedFileUrl\n"
+               "  GET  /download_file/ID/NAME  a translated file, for 30 minutes\n"
+               "  POST /detect               {q} -> [{language, confidence}], best first\n"
+               "  POST /suggest              403: suggestions are off, as in LibreTranslate by default\n"
+               "  GET  /languages            the model's languages and their targets\n"
+               "  GET  /frontend/settings    what LibreTranslate's page asks (limits, keys, files)\n"
+               "  GET  /spec                 the OpenAPI 3 description of all of this\n"
+               "  GET  /                     a translation page for browsers (JSON for others)\n"
+               "  GET  /health, /ready       liveness, and readiness once the model is loaded\n"
+               "  GET  /metrics              Prometheus text format\n\n"
                "options (each also read from the environment variable shown; a flag wins):\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         char env[64], left[64];

@@ -33,6 +33,13 @@ for cmd in translate serve inspect forward quantize; do
     ok "$([ "$rc" = 0 ] && [ -s "$out" ] && grep -q "usage" "$out"; echo $?)" "$cmd --help: usage on stdout, exit 0" \
         "rc $rc, stdout $(wc -c <"$out") bytes, stderr: $(head -c 200 "$err")"
 done
+run serve --help
+missing=""
+for e in "POST /translate " "POST /translate_file" "GET  /download_file" "POST /detect" "POST /suggest" "GET  /languages" \
+         "GET  /frontend/settings" "GET  /spec" "GET  /health, /ready" "GET  /metrics"; do
+    grep -q "$e" "$out" || missing="$missing|$e"
+done
+ok "$([ -z "$missing" ]; echo $?)" "serve --help lists every endpoint" "missing: $missing"
 echo "A dog." | "$BIN" translate -m "$MODEL" --target de -n 8 >"$out" 2>"$err"; rc=$?
 ok "$([ "$rc" = 2 ] && grep -q "beam_size (4 here" "$err"; echo $?)" "-n 8 above the beam: the message gives the beam" \
     "rc $rc: $(cat "$err")"
