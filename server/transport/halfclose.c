@@ -46,13 +46,10 @@ static int send_now(int fd, const char *buf, size_t len) {
     return 0;
 }
 
-int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
+int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, json_t *res, int status,
                                 size_t *bytes) {
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci || ci->connect_fd == MHD_INVALID_SOCKET || !req) return 0;
-    int status = 500;
-    json_t *res = dmt_api_translate_result(req, &status);
-    char *body = res ? json_dumps(res, JSON_COMPACT) : NULL;
+    char *body = res && ci && ci->connect_fd != MHD_INVALID_SOCKET ? json_dumps(res, JSON_COMPACT) : NULL;
     json_decref(res);
     if (!body) return 0;
     const dmt_server_config *cfg = srv->cfg;
@@ -65,7 +62,7 @@ int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *co
     }
     int h = snprintf(msg, cap,
                      "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "Connection: close\r\n%s%s%s%s\r\n",
+                     "Connection: close\r\nX-Content-Type-Options: nosniff\r\n%s%s%s%s\r\n",
                      status, reason && *reason ? reason : "Unknown", blen,
                      cfg->cors_origin[0] ? "Access-Control-Allow-Origin: " : "", cfg->cors_origin,
                      cfg->cors_origin[0] ? "\r\n" : "",

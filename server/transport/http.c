@@ -165,9 +165,9 @@ static void work_done(dmt_work *w) {
  * HTTP/1.1 client must accept 1xx responses it did not ask for; curl, Python's
  * http.client and browsers skip them): a client that closed its socket answers
  * those bytes with a reset, seen at the next poll; a half-closed one reads them
- * and stays. HTTP/1.0 requests may not be sent a 1xx, and /translate_file answers
- * only through libmicrohttpd: for those a FIN still means gone. A client that
- * sends more (a pipelined request) counts as there. */
+ * and stays. HTTP/1.0 requests may not be sent a 1xx, and /translate_file is not
+ * probed: for those a FIN counts as a half-close (only a reset means gone). A
+ * client that sends more (a pipelined request) counts as there. */
 static int work_alive(dmt_work *w) {
     conn_ctx *c = w->user;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
@@ -176,7 +176,11 @@ static int work_alive(dmt_work *w) {
     if (poll(&p, 1, 0) <= 0) return 1;
     if (p.revents & (POLLHUP | POLLERR)) return 0;
     if (p.revents & POLLRDHUP) {
-        if (!c->http11 || c->file) return 0;
+        /* HTTP/1.0 may not be sent a 1xx, and /translate_file's answer is built by
+         * libmicrohttpd's side: no probe for those. A FIN is then taken for a
+         * half-close (their answer still arrives, halfclose.c); a client that closed
+         * outright costs its work, and its answer finds the socket gone. */
+        if (!c->http11 || c->file) return 1;
         if (!c->probed) {
             static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
             c->probed = 1;
@@ -647,8 +651,13 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     /* A request still queued cannot be completed: MHD never ends a suspended
      * connection on its own, and shutdown drains the scheduler first. */
     int status = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? c->status : 0;
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_FINISHED) /* read EOF: the client half-closed */
-        status = dmt_http_answer_half_closed(srv, conn, c->req, &c->bytes);
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_FINISHED && c->req) {
+        /* read EOF: the client half-closed; its answer, a file's too, is written here */
+        int st = 500;
+        json_t *res = dmt_api_translate_result(c->req, &st);
+        if (c->file) res = dmt_files_finish(srv->files, conn, c->file, res, st, &st);
+        status = dmt_http_answer_half_closed(srv, conn, res, st, &c->bytes);
+    }
     double dt = dmt_now() - c->t0;
     dmt_conn_guard_request_done(srv->guard, conn); /* a next request on this connection gets its own time */
     dmt_metrics_request(srv->metrics, status, dt);

@@ -49,11 +49,11 @@ void dmt_conn_guard_notify(dmt_conn_guard *g, struct MHD_Connection *conn, void 
 void dmt_conn_guard_request_read(dmt_conn_guard *g, struct MHD_Connection *conn); /* request complete */
 void dmt_conn_guard_request_done(dmt_conn_guard *g, struct MHD_Connection *conn); /* next one starts */
 
-/* halfclose.c: writes the answer of req (work done) on conn's socket at once,
- * after libmicrohttpd ended the request unanswered because the client
- * half-closed. Returns the status written, with *bytes
- * set, or 0 when it could not be written (the client is gone). */
-int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, const dmt_api_request *req,
+/* halfclose.c: writes res (stolen), an answer with that status, on conn's socket
+ * at once, after libmicrohttpd ended the request unanswered because the client
+ * half-closed. Returns the status written, with *bytes set, or 0 when it could not
+ * be written (the client is gone). */
+int dmt_http_answer_half_closed(const dmt_server *srv, struct MHD_Connection *conn, json_t *res, int status,
                                 size_t *bytes);
 
 /* probe.c: --probe-port's listener (nothing when 0). 0, or -1 with a message. */
