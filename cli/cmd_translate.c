@@ -37,12 +37,15 @@
 #include "model/translate.h"
 #include "server/sched/pool.h"
 #include "base/suggest.h"
+#include "text/documents.h"
+#include "text/html.h"
 #include "text/sentences.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: deepmt translate -m MODEL_DIR --target LANG [options] [< input] [> output]\n"
+            "       deepmt translate -m MODEL_DIR --target LANG FILE [-o OUT]   (.txt .html .srt .docx .odt)\n"
             "\n"
             "Translates text a line at a time: each line is split into sentences (and a\n"
             "sentence too long for the model into chunks), translated, and joined again.\n"
@@ -72,6 +75,10 @@ static void usage(FILE *f) {
             "      --precision P        f32 (default), bf16 or int8: bfloat16 matrix products (CPUs with\n"
             "                           AVX-512 BF16) or int8 weights and activations, both faster;\n"
             "                           translations differ slightly (a quantised model runs int8)\n"
+            "      --format F           text (default: a line at a time) or html (the whole input is one HTML\n"
+            "                           text: tags kept, the text between them translated)\n"
+            "  FILE                     a document: the same kind of file is written to -o OUT (default\n"
+            "                           FILE with the target before its extension: report.de.docx)\n"
             "      --no-split           one line, one sentence: translate each line whole (for test sets\n"
             "                           aligned by line; a line too long for the model is still cut)\n"
             "  -q, --quiet              no progress or summary on stderr\n"
@@ -103,6 +110,8 @@ typedef struct {
     const dmt_model *m;
     dmt_beam_options opt;
     int target_id, scores;
+    int raw;                   /* documents: the best translation alone, no score, no newline added */
+    int quiet;
     /* progress */
     int show, tty, done_lines, total_lines;
     long long done_tokens;
@@ -184,6 +193,23 @@ static void progress(job *J, int final) {
  * replaced by its hypothesis r (its best when it has fewer), "score<TAB>" first with
  * --scores (the mean over the pieces); one line each. NULL when out of memory. */
 static char *format_output(const job *J, const line *l, const dmt_span *spans, const dmt_translate_output *res) {
+    if (J->raw) { /* a document's text: the best translation, spacing as it was, nothing added */
+        size_t need = l->len + 1, pos = 0, o = 0;
+        for (int u = 0; u < l->count; u++) need += strlen(res[u].texts[0]);
+        char *t = malloc(need);
+        if (!t) return NULL;
+        for (int u = 0; u < l->count; u++) {
+            memcpy(t + o, l->text + pos, spans[u].start - pos);
+            o += spans[u].start - pos;
+            size_t k = strlen(res[u].texts[0]);
+            memcpy(t + o, res[u].texts[0], k);
+            o += k;
+            pos = spans[u].start + spans[u].len;
+        }
+        memcpy(t + o, l->text + pos, l->len - pos);
+        t[o + l->len - pos] = 0;
+        return t;
+    }
     size_t need = 1;
     for (int u = 0; u < l->count; u++)
         for (int r = 0; r < res[u].n; r++) need += strlen(res[u].texts[r]);
@@ -311,7 +337,8 @@ static void list_languages(const dmt_config *c) {
 typedef struct {
     const char *model, *target, *input, *output;
     int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
-    int continuous, no_split;
+    int continuous, no_split, html;
+    const char *file;          /* a document to translate (positional) */
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
     int set_lp, set_a, set_b, set_min, set_ngram, set_repeats, max_repeats;
@@ -321,7 +348,7 @@ typedef struct {
  * option or a missing value (message printed; no usage after it). */
 static int parse_args(int argc, char **argv, args *a) {
     enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS,
-           O_PRECISION, O_BATCHING, O_NO_SPLIT };
+           O_PRECISION, O_BATCHING, O_NO_SPLIT, O_FORMAT };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
@@ -334,6 +361,7 @@ static int parse_args(int argc, char **argv, args *a) {
         {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
         {"batching", required_argument, 0, O_BATCHING}, {"no-split", no_argument, 0, O_NO_SPLIT},
+        {"format", required_argument, 0, O_FORMAT},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     *a = (args){.nbest = 1, .batch_size = 32};
     int c, li = -1;
@@ -361,6 +389,10 @@ static int parse_args(int argc, char **argv, args *a) {
         case 'q': a->quiet = 1; break;
         case O_PROGRESS: a->show_progress = 1; break;
         case O_NO_SPLIT: a->no_split = 1; break;
+        case O_FORMAT:
+            bad = strcmp(optarg, "text") && strcmp(optarg, "html");
+            a->html = !strcmp(optarg, "html");
+            break;
         case O_PRECISION:
             bad = strcmp(optarg, "f32") && strcmp(optarg, "bf16") && strcmp(optarg, "int8");
             a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
@@ -395,7 +427,16 @@ static int parse_args(int argc, char **argv, args *a) {
         }
         li = -1;
     }
+    if (optind < argc) a->file = argv[optind++];
     if (optind < argc) { fprintf(stderr, "deepmt translate: unexpected argument '%s'\n", argv[optind]); return -1; }
+    if (a->file && (a->input || a->html || a->nbest > 1 || a->scores)) {
+        fprintf(stderr, "deepmt translate: a FILE argument goes with none of --input, --format, --nbest, --scores\n");
+        return -1;
+    }
+    if (a->html && (a->nbest > 1 || a->scores)) {
+        fprintf(stderr, "deepmt translate: --format html gives one translation (no --nbest, --scores)\n");
+        return -1;
+    }
     if (!a->model) { fprintf(stderr, "deepmt translate: -m MODEL_DIR is required\n"); return -1; }
     if (!a->target) { fprintf(stderr, "deepmt translate: --target LANG is required\n"); return -1; }
     return 0;
@@ -411,6 +452,200 @@ static int write_output(FILE *f, const char *name, const job *J, const line *lin
     if (fflush(f) == 0 && !ferror(f)) return 0;
     fprintf(stderr, "deepmt translate: writing %s failed\n", name);
     return -1;
+}
+
+/* Translates lines[0..n) (each cut into sentences and chunks, see cut_lines) through
+ * the pool and fills each line's out (format_output) or error. *bad counts the lines
+ * that failed. 0, or -1 when the pool or memory failed (message printed). */
+static int translate_lines(dmt_pool *pool, job *J, line *lines, int n, int no_split, int *bad) {
+    const dmt_model *m = J->m;
+    char err[512];
+    int rc = -1, n_order = 0;
+    unit *units = NULL;
+    dmt_span *spans = NULL;
+    int *order = NULL;
+    dmt_translate_input *src = NULL;
+    dmt_translate_output *res = NULL, *byunit = NULL;
+    int n_units = cut_lines(m, lines, n, no_split, &units);
+    if (n_units < 0) { fprintf(stderr, "deepmt translate: out of memory\n"); return -1; }
+    *bad += check_units(m, lines, units, n_units);
+    order = malloc((size_t)(n_units ? n_units : 1) * sizeof *order);
+    src = malloc((size_t)(n_units ? n_units : 1) * sizeof *src);
+    res = calloc((size_t)(n_units ? n_units : 1), sizeof *res);
+    spans = malloc((size_t)(n_units ? n_units : 1) * sizeof *spans);
+    byunit = calloc((size_t)(n_units ? n_units : 1), sizeof *byunit);
+    if (!order || !src || !res || !spans || !byunit) { fprintf(stderr, "deepmt translate: out of memory\n"); goto out; }
+    for (int i = 0; i < n_units; i++)
+        if (!lines[units[i].line].failed) order[n_order++] = i;
+    sort_units = units;
+    qsort(order, (size_t)n_order, sizeof *order, by_length_desc); /* longest first: little padding */
+    for (int k = 0; k < n_order; k++) {
+        const unit *u = &units[order[k]];
+        src[k] = (dmt_translate_input){lines[u->line].text + u->span.start, u->span.len, J->target_id};
+    }
+    J->total_lines = n_order;
+    J->t0 = J->last_print = now();
+    if (dmt_pool_translate(pool, n_order, src, &J->opt, res, J->show ? on_progress : NULL, J, err, sizeof err)) {
+        fprintf(stderr, "%sdeepmt translate: %s\n", J->show && J->tty ? "\n" : "", err);
+        goto out;
+    }
+    for (int k = 0; k < n_order; k++) {
+        const unit *u = &units[order[k]];
+        line *l = &lines[u->line];
+        if (res[k].error[0] && !l->failed) {
+            l->failed = 1;
+            l->error = strdup(res[k].error);
+            fprintf(stderr, "%sdeepmt translate: %s %d: %s\n", J->show && J->tty ? "\r\033[K" : "",
+                    J->raw ? "text" : "line", u->line + 1, res[k].error);
+            (*bad)++;
+        }
+        J->done_tokens += res[k].out_tokens;
+        byunit[order[k]] = res[k]; /* back in unit order */
+    }
+    for (int i = 0; i < n; i++) {
+        line *l = &lines[i];
+        if (l->failed) continue;
+        for (int u = 0; u < l->count; u++) spans[u] = units[l->first + u].span;
+        l->out = format_output(J, l, spans, byunit + l->first);
+        if (!l->out) {
+            l->failed = 1;
+            l->error = strdup("out of memory");
+            (*bad)++;
+        }
+    }
+    J->done_lines = n_order;
+    progress(J, 1);
+    rc = 0;
+out:
+    for (int k = 0; res && k < n_order; k++) dmt_translate_output_clear(&res[k]);
+    free(order);
+    free(src);
+    free(res);
+    free(byunit);
+    free(units);
+    free(spans);
+    return rc;
+}
+
+/* texts[0..n) as lines of their own (copies; lines[i].out comes from translate_lines). */
+static line *lines_of(const char *const *texts, const size_t *lens, int n) {
+    line *lines = calloc((size_t)(n ? n : 1), sizeof *lines);
+    for (int i = 0; lines && i < n; i++) {
+        lines[i].text = malloc(lens[i] + 1);
+        if (!lines[i].text) return lines; /* the caller frees; a NULL text fails below */
+        memcpy(lines[i].text, texts[i], lens[i]);
+        lines[i].text[lens[i]] = 0;
+        lines[i].len = lens[i];
+    }
+    return lines;
+}
+
+static void free_lines(line *lines, int n) {
+    for (int i = 0; lines && i < n; i++) {
+        free(lines[i].text);
+        free(lines[i].out);
+        free(lines[i].error);
+    }
+    free(lines);
+}
+
+/* An HTML text with its runs of text translated (text/html.h: markup kept byte for
+ * byte). malloc'd, *out_len set; NULL on failure (message printed). */
+static char *translate_html(dmt_pool *pool, job *J, const char *text, size_t len, int no_split, int *bad,
+                            size_t *out_len) {
+    char err[256];
+    dmt_html *h = dmt_html_prepare(&text, &len, 1, 1 << 20, err, sizeof err);
+    if (!h) { fprintf(stderr, "deepmt translate: %s\n", err); return NULL; }
+    int n = dmt_html_segment_count(h);
+    const char **seg = calloc((size_t)n + 1, sizeof *seg);
+    size_t *sl = calloc((size_t)n + 1, sizeof *sl);
+    char *page = NULL;
+    line *lines = NULL;
+    if (!seg || !sl) goto out;
+    for (int i = 0; i < n; i++) seg[i] = dmt_html_segment(h, i, &sl[i]);
+    if (!(lines = lines_of(seg, sl, n)) || translate_lines(pool, J, lines, n, no_split, bad)) goto out;
+    for (int i = 0; i < n; i++) { /* a failed run keeps its text */
+        seg[i] = lines[i].out ? lines[i].out : lines[i].text;
+        sl[i] = strlen(seg[i]);
+    }
+    page = dmt_html_render(h, 0, seg, sl, out_len);
+out:
+    free_lines(lines, n);
+    free(seg);
+    free(sl);
+    dmt_html_free(h);
+    return page;
+}
+
+/* deepmt translate FILE: a .txt/.html/.srt/.docx/.odt translated into the same kind
+ * of file (text/documents.h), written to out_path. 0, 1 when a text failed (written
+ * untranslated) or the file could not be used (message printed). */
+static int translate_document(dmt_pool *pool, job *J, const char *path, const char *out_path, int no_split) {
+    int kind = dmt_doc_kind_of(path), rc = 1, bad = 0, n = 0;
+    if (kind < 0) {
+        fprintf(stderr, "deepmt translate: %s: not a supported file type (.txt, .html, .htm, .srt, .docx, .odt)\n",
+                path);
+        return 1;
+    }
+    FILE *f = fopen(path, "rb");
+    char *data = NULL, err[512];
+    long size = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0) size = ftell(f);
+    if (f && size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (data = malloc((size_t)size + 1)) &&
+        fread(data, 1, (size_t)size, f) != (size_t)size) {
+        free(data);
+        data = NULL;
+    }
+    if (f) fclose(f);
+    if (!data) {
+        fprintf(stderr, "deepmt translate: %s: %s\n", path, errno ? strerror(errno) : "cannot read it");
+        return 1;
+    }
+    dmt_doc *d = dmt_doc_open((dmt_doc_kind)kind, data, (size_t)size, err, sizeof err);
+    const char **tr = NULL;
+    size_t *tl = NULL;
+    line *lines = NULL;
+    char *page = NULL;
+    if (!d) {
+        fprintf(stderr, "deepmt translate: %s: %s\n", path, err);
+        goto out;
+    }
+    n = dmt_doc_count(d);
+    tr = calloc((size_t)n + 1, sizeof *tr);
+    tl = calloc((size_t)n + 1, sizeof *tl);
+    if (!tr || !tl) goto out;
+    for (int i = 0; i < n; i++) tr[i] = dmt_doc_text(d, i, &tl[i]);
+    if (dmt_doc_is_html(d) && n == 1) {
+        if (!(page = translate_html(pool, J, tr[0], tl[0], no_split, &bad, &tl[0]))) goto out;
+        tr[0] = page;
+    } else {
+        if (!(lines = lines_of(tr, tl, n)) || translate_lines(pool, J, lines, n, no_split, &bad)) goto out;
+        for (int i = 0; i < n; i++) { /* a failed text stays as it was */
+            if (lines[i].out) tr[i] = lines[i].out, tl[i] = strlen(lines[i].out);
+        }
+    }
+    if (dmt_doc_write(d, tr, tl, out_path, err, sizeof err)) {
+        fprintf(stderr, "deepmt translate: %s: %s\n", out_path, err);
+        goto out;
+    }
+    if (!J->quiet) fprintf(stderr, "deepmt translate: wrote %s\n", out_path);
+    if (bad) fprintf(stderr, "deepmt translate: %d of %d texts failed (left untranslated)\n", bad, n);
+    rc = bad ? 1 : 0;
+out:
+    free_lines(lines, n);
+    free(page);
+    free(tr);
+    free(tl);
+    dmt_doc_free(d);
+    free(data);
+    return rc;
+}
+
+/* "report.docx" -> "report.de.docx": the default output of deepmt translate FILE. */
+static void default_output(const char *path, const char *target, char *out, size_t cap) {
+    const char *dot = strrchr(path, '.'), *slash = strrchr(path, '/');
+    if (!dot || (slash && dot < slash)) dot = path + strlen(path);
+    snprintf(out, cap, "%.*s.%s%s", (int)(dot - path), path, target, dot);
 }
 
 int cmd_translate(int argc, char **argv) {
@@ -439,12 +674,7 @@ int cmd_translate(int argc, char **argv) {
     int rc = 1, n = 0, bad = 0;
     line *lines = NULL;
     FILE *out = NULL;
-    dmt_translate_input *src = NULL;
-    dmt_translate_output *res = NULL;
-    int *order = NULL, n_order = 0;
-    unit *units = NULL;
-    dmt_span *spans = NULL;
-    job J = {.m = m, .scores = a.scores};
+    job J = {.m = m, .scores = a.scores, .quiet = a.quiet};
     const dmt_language *lang = dmt_config_language(&m->cfg, a.target);
     if (!lang) {
         fprintf(stderr, "deepmt translate: unknown target language '%s'\n", a.target);
@@ -466,68 +696,46 @@ int cmd_translate(int argc, char **argv) {
         rc = 2;
         goto done;
     }
+    J.tty = isatty(STDERR_FILENO);
+    if (a.file) { /* a document: the same kind of file back */
+        char def[4096];
+        if (!a.output) default_output(a.file, a.target, def, sizeof def);
+        J.raw = 1;
+        J.show = !a.quiet;
+        rc = translate_document(pool, &J, a.file, a.output ? a.output : def, a.no_split);
+        goto done;
+    }
     FILE *in = a.input ? fopen(a.input, "r") : stdin;
     if (!in) { fprintf(stderr, "deepmt translate: %s: %s\n", a.input, strerror(errno)); goto done; }
+    if (a.html) { /* the whole input is one HTML text: markup kept, its runs of text translated */
+        char *text = NULL;
+        size_t len = 0, got;
+        FILE *mem = open_memstream(&text, &len);
+        char buf[65536];
+        while (mem && (got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, mem);
+        int read_failed = !mem || ferror(in);
+        if (mem) fclose(mem);
+        if (a.input) fclose(in);
+        if (read_failed || !text) { free(text); fprintf(stderr, "deepmt translate: reading the input failed\n"); goto done; }
+        J.raw = 1;
+        J.show = !a.quiet && (a.input || a.show_progress);
+        size_t out_len;
+        char *page = translate_html(pool, &J, text, len, a.no_split, &bad, &out_len);
+        free(text);
+        out = a.output ? fopen(a.output, "w") : stdout;
+        if (page && out) fwrite(page, 1, out_len, out);
+        if (!out) fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno));
+        rc = page && out && !ferror(out) ? (bad ? 1 : 0) : 1;
+        free(page);
+        goto done;
+    }
     int read_failed = read_lines(in, &lines, &n);
     if (a.input) fclose(in);
     if (read_failed) { fprintf(stderr, "deepmt translate: reading %s failed\n", a.input ? a.input : "stdin"); goto done; }
     out = a.output ? fopen(a.output, "w") : stdout; /* now, not after hours of work */
     if (!out) { fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno)); goto done; }
-
-    int n_units = cut_lines(m, lines, n, a.no_split, &units);
-    if (n_units < 0) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
-    bad = check_units(m, lines, units, n_units);
-    order = malloc((size_t)(n_units ? n_units : 1) * sizeof *order);
-    src = malloc((size_t)(n_units ? n_units : 1) * sizeof *src);
-    res = calloc((size_t)(n_units ? n_units : 1), sizeof *res);
-    spans = malloc((size_t)(n_units ? n_units : 1) * sizeof *spans);
-    if (!order || !src || !res || !spans) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
-    for (int i = 0; i < n_units; i++)
-        if (!lines[units[i].line].failed) order[n_order++] = i;
-    sort_units = units;
-    qsort(order, (size_t)n_order, sizeof *order, by_length_desc); /* longest first: little padding */
-    for (int k = 0; k < n_order; k++) {
-        const unit *u = &units[order[k]];
-        src[k] = (dmt_translate_input){lines[u->line].text + u->span.start, u->span.len, J.target_id};
-    }
     J.show = !a.quiet && (a.input || a.show_progress) && n > 0;
-    J.tty = isatty(STDERR_FILENO);
-    J.total_lines = n_order;
-    J.t0 = J.last_print = now();
-    if (dmt_pool_translate(pool, n_order, src, &J.opt, res, J.show ? on_progress : NULL, &J, err, sizeof err)) {
-        fprintf(stderr, "%sdeepmt translate: %s\n", J.show && J.tty ? "\n" : "", err);
-        goto done;
-    }
-    /* back in unit order: unit i's result at byunit[i] */
-    for (int k = 0; k < n_order; k++) {
-        const unit *u = &units[order[k]];
-        line *l = &lines[u->line];
-        if (res[k].error[0] && !l->failed) {
-            l->failed = 1;
-            l->error = strdup(res[k].error);
-            fprintf(stderr, "%sdeepmt translate: line %d: %s\n", J.show && J.tty ? "\r\033[K" : "", u->line + 1,
-                    res[k].error);
-            bad++;
-        }
-        J.done_tokens += res[k].out_tokens;
-    }
-    dmt_translate_output *byunit = calloc((size_t)(n_units ? n_units : 1), sizeof *byunit);
-    if (!byunit) { fprintf(stderr, "deepmt translate: out of memory\n"); goto done; }
-    for (int k = 0; k < n_order; k++) byunit[order[k]] = res[k];
-    for (int i = 0; i < n; i++) {
-        line *l = &lines[i];
-        if (l->failed) continue;
-        for (int u = 0; u < l->count; u++) spans[u] = units[l->first + u].span;
-        l->out = format_output(&J, l, spans, byunit + l->first);
-        if (!l->out) {
-            l->failed = 1;
-            l->error = strdup("out of memory");
-            bad++;
-        }
-    }
-    free(byunit);
-    J.done_lines = n_order;
-    progress(&J, 1);
+    if (translate_lines(pool, &J, lines, n, a.no_split, &bad)) goto done;
     if (write_output(out, a.output ? a.output : "stdout", &J, lines, n)) goto done;
     if (bad) fprintf(stderr, "deepmt translate: %d of %d lines failed (empty output lines)\n", bad, n);
     rc = bad ? 1 : 0;
@@ -536,14 +744,7 @@ done:
         fprintf(stderr, "deepmt translate: writing %s failed\n", a.output);
         rc = 1;
     }
-    for (int i = 0; i < n; i++) { free(lines[i].text); free(lines[i].out); free(lines[i].error); }
-    free(lines);
-    for (int k = 0; res && k < n_order; k++) dmt_translate_output_clear(&res[k]);
-    free(order);
-    free(src);
-    free(res);
-    free(units);
-    free(spans);
+    free_lines(lines, n);
     dmt_pool_close(pool);
     return rc;
 }

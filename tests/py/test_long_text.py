@@ -150,7 +150,48 @@ def main():
            "CLI: a line of four sentences gives four sentences, each as translated alone", f"{out!r}\n{one_by_one!r}")
     rc, out, err = cli(FOUR + "\n", "--no-split")
     tap.ok(rc == 0 and out.count("\n") == 1, "CLI --no-split: the line goes to the model whole", repr(out))
+    test_cli_files()
     return tap.done()
+
+
+def test_cli_files():
+    """deepmt translate FILE [-o OUT]: .docx (the long paragraph too), .srt and .html
+    come back as the same kind of file, translated; --format html on stdin."""
+    import tempfile
+    import test_libretranslate_files as tf
+    d = tempfile.mkdtemp(prefix="deepmt-cli-files-")
+    try:
+        docx = os.path.join(d, "report.docx")
+        with open(docx, "wb") as f:
+            f.write(docx_with(S87))
+        r = subprocess.run([BIN, "translate", "-m", MODEL, "--target", "de", docx], capture_output=True, timeout=600)
+        out = os.path.join(d, "report.de.docx")
+        paras = docx_paragraphs(open(out, "rb").read()) if os.path.exists(out) else []
+        tap.ok(r.returncode == 0 and len(paras) == 2 and all(len(x) > 5 for x in paras) and len(paras[1]) > 100
+               and paras[0] != "A short first paragraph." and b"wrote" in r.stderr,
+               "CLI: report.docx -> report.de.docx, both paragraphs translated (the 91-word one too)",
+               f"{r.returncode} {r.stderr[-300:]!r} {paras}")
+        srt = os.path.join(d, "talk.srt")
+        with open(srt, "w") as f:
+            f.write("1\n00:00:01,000 --> 00:00:02,000\nA dog runs.\n\n2\n00:00:03,000 --> 00:00:04,000\nTwo cats sleep.\n")
+        r = subprocess.run([BIN, "translate", "-m", MODEL, "--target", "fr", "-q", srt, "-o", os.path.join(d, "t.srt")],
+                           capture_output=True, timeout=120)
+        got = open(os.path.join(d, "t.srt")).read() if r.returncode == 0 else ""
+        tap.ok(r.returncode == 0 and "00:00:03,000 --> 00:00:04,000" in got and "dog" not in got and got.count("-->") == 2,
+               "CLI: an .srt keeps its numbers and timings, its text translated (-o)", f"{r.stderr!r} {got!r}")
+        page = "<html><body><p>A dog runs on the beach.</p><pre>keep me</pre></body></html>"
+        r = subprocess.run([BIN, "translate", "-m", MODEL, "--target", "de", "--format", "html", "-q"],
+                           input=page.encode(), capture_output=True, timeout=120)
+        got = r.stdout.decode()
+        tap.ok(r.returncode == 0 and got.startswith("<html><body><p>") and "<pre>keep me</pre>" in got and "dog" not in got,
+               "CLI --format html: tags and <pre> kept, the text translated", repr(got))
+        r = subprocess.run([BIN, "translate", "-m", MODEL, "--target", "de", os.path.join(d, "x.pdf")],
+                           capture_output=True, timeout=60)
+        tap.ok(r.returncode == 1 and b"not a supported file type" in r.stderr, "CLI: an unsupported file type is refused",
+               r.stderr[-200:])
+    finally:
+        import shutil
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
