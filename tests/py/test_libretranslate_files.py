@@ -297,8 +297,11 @@ def test_refused_documents_free_their_memory():
     for _ in range(150):
         statuses.add(upload(p, "leak.docx", data)[0])
     grown = (srv.rss_kb() - before) / 1024
-    tap.ok(statuses == {413} and grown < 40, "150 refused documents: RSS grows < 40 MB",
-           f"statuses {statuses}, grew {grown:.0f} MB")
+    if "asan" in ts.BIN or "tsan" in ts.BIN:  # the sanitizers keep freed memory (quarantine): RSS says nothing;
+        tap.ok(statuses == {413}, "150 refused documents: 413 (leaks: LSan at exit, below)", f"{statuses}")
+    else:
+        tap.ok(statuses == {413} and grown < 40, "150 refused documents: RSS grows < 40 MB",
+               f"statuses {statuses}, grew {grown:.0f} MB")
     tap.ok(srv.stop() == 0, "... and the server exits 0 (under ASan: no leak)", srv.stderr()[-1500:])
 
 
