@@ -766,7 +766,14 @@ int dmt_http_port(dmt_server *srv) {
 void dmt_http_quiesce(dmt_server *srv) {
     atomic_store(&srv->draining, 1);
     MHD_socket fd = MHD_quiesce_daemon(srv->daemon);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
+    /* shut down, not closed yet: new clients are refused at once, while an HTTP
+     * thread at the connection limit may still hand the descriptor to epoll_ctl
+     * (closing it now let the number be reused under it; ThreadSanitizer saw the
+     * race). dmt_http_stop closes it once the threads are gone. */
+    if (fd != MHD_INVALID_SOCKET) {
+        shutdown(fd, SHUT_RDWR);
+        srv->quiesced_fd = fd;
+    }
 }
 
 void dmt_http_stop(dmt_server *srv) {
@@ -774,6 +781,8 @@ void dmt_http_stop(dmt_server *srv) {
      * must not be stopped with a connection suspended */
     dmt_files_stop_parsing(srv->files);
     if (srv->daemon) MHD_stop_daemon(srv->daemon);
+    if (srv->quiesced_fd > 0) close(srv->quiesced_fd);
+    srv->quiesced_fd = 0;
     dmt_probe_stop(srv); /* last: the probes answer until the main port is gone */
     srv->daemon = NULL;
     dmt_conn_guard_free(srv->guard); /* every connection is closed now */

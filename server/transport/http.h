@@ -22,6 +22,7 @@ typedef struct dmt_server {
     dmt_scheduler *sched;
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
+    int quiesced_fd;           /* the listening socket after dmt_http_quiesce (shut down; closed at stop); 0: none */
     struct MHD_Daemon *probe_daemon; /* --probe-port: /health and /ready only (probe.c); NULL when off */
     dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
     struct dmt_files *files;   /* /translate_file results (files.h) */

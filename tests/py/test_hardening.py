@@ -461,14 +461,21 @@ def test_rate_limit():
     srv = Server("--req-limit", "60")
     p = srv.port
     body = {"q": "Hi.", "source": "en", "target": "de"}
-    statuses = [post_from("127.0.3.1", p, "/translate", body)[0] for _ in range(60)]
-    st, h, raw = post_from("127.0.3.1", p, "/translate", body)
+    t0, passed, st, h, raw = time.time(), 0, 0, {}, b""
+    while passed < 200:  # the bucket refills one a second meanwhile (several under a sanitizer)
+        st, h, raw = post_from("127.0.3.1", p, "/translate", body)
+        if st != 200:
+            break
+        passed += 1
+    refilled = time.time() - t0 + 1
     st_d, _, _ = post_from("127.0.3.1", p, "/detect", {"q": "Hallo"})
     other, _, _ = post_from("127.0.3.2", p, "/translate", body)
-    tap.ok(statuses == [200] * 60 and st == 429 and int(h.get("retry-after", "0")) >= 1 and b"--req-limit" in raw
-           and st_d == 429 and other == 200,
-           "--req-limit 60: 60 requests pass, the 61st (and /detect) get 429 with Retry-After; another address passes",
-           f"{statuses.count(200)} x 200, then {st} {h.get('retry-after')} {raw[:120]!r}, detect {st_d}, other {other}")
+    tap.ok(60 <= passed <= 60 + refilled and st == 429 and int(h.get("retry-after", "0")) >= 1
+           and b"--req-limit" in raw and st_d == 429 and other == 200,
+           "--req-limit 60: 60 requests pass (and what refilled meanwhile), then 429 with Retry-After, /detect too; "
+           "another address passes",
+           f"{passed} x 200 in {refilled - 1:.1f} s, then {st} {h.get('retry-after')} {raw[:120]!r}, detect {st_d}, "
+           f"other {other}")
     time.sleep(2.2)
     st, _, _ = post_from("127.0.3.1", p, "/translate", body)
     tap.ok(st == 200, "the bucket refills (one a second at 60 a minute)", f"{st}")
