@@ -26,7 +26,6 @@ import io
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -34,18 +33,15 @@ import time
 import uuid
 import zipfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from sched import free_port, pct  # noqa: E402  (the same helpers as the scheduling section)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
 
 
 def log(msg):
     print(f"[hardening {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def expanding_docx(parts=8):
@@ -108,11 +104,6 @@ def probe(port, timeout=1.0):
         return time.perf_counter() - t if ok else timeout
     except OSError:
         return timeout
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
 
 
 def probes(port, seconds):
