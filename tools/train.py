@@ -355,10 +355,6 @@ def cmd_train(args):
     torch.set_num_threads(args.threads)
     torch.set_flush_denormal(True)
     dev = pick_device(args.device)
-    amp = pick_amp(dev, args.amp, args.d_model, args.ffn_dim)
-    if dev.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True
-        log(f"device {torch.cuda.get_device_name(dev)}, autocast {amp}")
     args.spm = os.path.abspath(args.spm)
     start_wall = time.time()
     end = parse_end(args.time_budget, start_wall)
@@ -404,6 +400,16 @@ def cmd_train(args):
         log(f"resuming from {path} at step {state['step']}")
     else:
         cfg = model_config(args, sp)
+    if state and args.amp == "auto" and state.get("amp"):
+        # A resumed run keeps the numerics it started with: --amp auto measures, and a
+        # second measurement could choose differently and fork the run.
+        amp = state["amp"]
+        log(f"--amp auto: {amp}, as the run was checkpointed with")
+    else:
+        amp = pick_amp(dev, args.amp, cfg["d_model"], cfg["ffn_dim"])
+    if dev.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True
+        log(f"device {torch.cuda.get_device_name(dev)}, autocast {amp}")
     if general is not None:
         cfg["source"] = dict(cfg.get("source") or {}, recipe="tools/train.py",
                              data="multi30k task1 train (12 directions) + general-domain en-de, en-fr, en-cs "
@@ -491,7 +497,7 @@ def cmd_train(args):
         save_atomic({"cfg": cfg, "model": model.state_dict(), "optimizer": opt.state_dict(),
                      "step": step, "epoch": epoch, "batch_index": bidx, "epoch_rng": epoch_rng,
                      "torch_rng": torch.get_rng_state(), "train_time": elapsed(),
-                     "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen,
+                     "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen, "amp": amp,
                      "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
 
     def run_validation(last_loss, last_nll):

@@ -329,12 +329,16 @@ def test_end_to_end():
         common = ["--data", data, "--spm", spm, "--encoder-layers", "2", "--decoder-layers", "1",
                   "--d-model", "32", "--heads", "2", "--ffn-dim", "64", "--max-tokens", "300",
                   "--val-every", "0", "--log-every", "1", "--threads", "1", "--device", "cpu"]
-        whole = run(["train", "--run", os.path.join(tmp, "whole"), "--max-steps", "6"] + common)
+        # bf16 autocast for both runs; the resume says nothing (--amp auto) and must keep
+        # bf16 from the checkpoint: a fresh measurement could pick fp32 and fork the run.
+        whole = run(["train", "--run", os.path.join(tmp, "whole"), "--max-steps", "6", "--amp", "bf16"] + common)
         tap.ok(whole.returncode == 0, "6 training steps run", detail=whole.stdout[-1500:] + whole.stderr[-1500:])
-        part = run(["train", "--run", os.path.join(tmp, "part"), "--max-steps", "3"] + common)
+        part = run(["train", "--run", os.path.join(tmp, "part"), "--max-steps", "3", "--amp", "bf16"] + common)
         rest = run(["train", "--run", os.path.join(tmp, "part"), "--max-steps", "6", "--resume"] + common)
         tap.ok(part.returncode == 0 and rest.returncode == 0 and "resuming" in rest.stdout,
                "3 steps, then --resume to step 6", detail=part.stderr[-1500:] + rest.stdout[-1500:] + rest.stderr[-1500:])
+        tap.ok("--amp auto: bf16, as the run was checkpointed with" in rest.stdout,
+               "a resume with --amp auto keeps the checkpoint's bf16", detail=rest.stdout[-1500:])
         a = train.load_state(os.path.join(tmp, "whole", "checkpoint.pt"))
         b = train.load_state(os.path.join(tmp, "part", "checkpoint.pt"))
         same = a["step"] == b["step"] == 6 and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
