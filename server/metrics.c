@@ -25,7 +25,7 @@ struct dmt_metrics {
     long long batch_count[N_BATCH + 1];
     long long batches, batch_sentences;
     double batch_seconds;
-    long long sentences, src_tokens, out_tokens, rejected, read_timeouts;
+    long long sentences, src_tokens, out_tokens, rejected, read_timeouts, evicted_connections;
 };
 
 dmt_metrics *dmt_metrics_new(void) {
@@ -80,6 +80,12 @@ void dmt_metrics_rejected(dmt_metrics *m) {
 void dmt_metrics_read_timeout(dmt_metrics *m) {
     pthread_mutex_lock(&m->mu);
     m->read_timeouts++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void dmt_metrics_connection_evicted(dmt_metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->evicted_connections++;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -147,6 +153,10 @@ char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, 
             "# TYPE deepmt_rejected_total counter\ndeepmt_rejected_total %lld\n", m->rejected);
     put(&b, "# HELP deepmt_read_timeouts_total Connections closed because a request was not read in time.\n"
             "# TYPE deepmt_read_timeouts_total counter\ndeepmt_read_timeouts_total %lld\n", m->read_timeouts);
+    put(&b, "# HELP deepmt_connections_evicted_total Idle connections closed to keep room for new clients "
+            "near --max-connections.\n"
+            "# TYPE deepmt_connections_evicted_total counter\ndeepmt_connections_evicted_total %lld\n",
+        m->evicted_connections);
     pthread_mutex_unlock(&m->mu);
     put(&b, "# HELP deepmt_queue_sentences Sentences waiting for a worker.\n"
             "# TYPE deepmt_queue_sentences gauge\ndeepmt_queue_sentences %d\n", queue_sentences);

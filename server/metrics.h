@@ -13,6 +13,7 @@ void dmt_metrics_request(dmt_metrics *m, int status, double seconds);
 void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_tokens, double seconds);
 void dmt_metrics_rejected(dmt_metrics *m); /* a request refused because the queue was full */
 void dmt_metrics_read_timeout(dmt_metrics *m); /* a connection closed by --request-read-timeout */
+void dmt_metrics_connection_evicted(dmt_metrics *m); /* an idle connection closed near --max-connections */
 /* The Prometheus text exposition; malloc'd, NUL-terminated. */
 char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, int ready, int active_requests);
 

@@ -727,12 +727,12 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
-    srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg, srv->metrics);
-    if (cfg->request_read_timeout_s > 0 && !srv->guard) {
+    srv->guard = dmt_conn_guard_new(cfg->request_read_timeout_s, cfg->max_connections, cfg, srv->metrics);
+    if (!srv->guard) {
         freeaddrinfo(ai);
         dmt_files_free(srv->files);
         srv->files = NULL;
-        snprintf(err, errlen, "cannot start the --request-read-timeout thread");
+        snprintf(err, errlen, "cannot start the connection guard's thread");
         return -1;
     }
     srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->port, NULL, NULL, handler, srv,

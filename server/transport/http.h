@@ -24,7 +24,7 @@ typedef struct dmt_server {
     struct MHD_Daemon *daemon;
     int quiesced_fd;           /* the listening socket after dmt_http_quiesce (shut down; closed at stop); 0: none */
     struct MHD_Daemon *probe_daemon; /* --probe-port: /health and /ready only (probe.c); NULL when off */
-    dmt_conn_guard *guard;     /* --request-read-timeout; NULL when off */
+    dmt_conn_guard *guard;     /* --request-read-timeout and room under --max-connections (connguard.c) */
     struct dmt_files *files;   /* /translate_file results (files.h) */
     struct dmt_ratelimit *ratelimit; /* --req-limit (ratelimit.h); NULL: none */
     atomic_int active;         /* requests between their first callback and completion */
@@ -37,12 +37,14 @@ typedef struct dmt_server {
     atomic_int mhd_log_lines, mhd_log_dropped;
 } dmt_server;
 
-/* connguard.c: the whole-request read deadline (--request-read-timeout). A
+/* connguard.c: the whole-request read deadline (--request-read-timeout; 0: none). A
  * connection must deliver a complete request (headers and body) within the
  * timeout of opening, or of its previous answer; otherwise it is shut down. The
- * idle timeout alone cannot do this: it restarts on every byte. NULL guard (timeout
- * 0): every call does nothing. */
-dmt_conn_guard *dmt_conn_guard_new(int timeout_s, const dmt_server_config *cfg, dmt_metrics *metrics);
+ * idle timeout alone cannot do this: it restarts on every byte. Near
+ * max_connections, the connections that have waited longest for a request are shut
+ * down, so new clients are always accepted. NULL guard: every call does nothing. */
+dmt_conn_guard *dmt_conn_guard_new(int timeout_s, int max_connections, const dmt_server_config *cfg,
+                                   dmt_metrics *metrics);
 void dmt_conn_guard_free(dmt_conn_guard *g);    /* after the daemon stopped */
 /* For the MHD_OPTION_NOTIFY_CONNECTION callback: code is its
  * MHD_ConnectionNotificationCode (started, closed). */
