@@ -18,6 +18,7 @@
  * line i. Exit status: 0, 1 when any line failed (the rest are translated) or the
  * model cannot be used, 2 for a usage error. docs/decoding.md documents the options.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -59,6 +60,8 @@ static void usage(FILE *f) {
             "  -b, --beam N             beam size (default: the model's decoding.beam_size)\n"
             "  -n, --nbest N            translations per line, 1 <= N <= beam (default 1)\n"
             "      --scores             write \"score<TAB>translation\" (length-normalised log-probability)\n"
+            "      --alignments         append \"<TAB>i-j ...\": source word i aligned to target word j (words\n"
+            "                           split at whitespace, from 0; from the decoder's cross-attention)\n"
             "      --length-penalty X   score = sum of log-probs / length^X (default: the model's)\n"
             "      --max-len-a A        at most A * source tokens + B target tokens (defaults: the model's)\n"
             "      --max-len-b B\n"
@@ -109,7 +112,7 @@ typedef struct {
 typedef struct {
     const dmt_model *m;
     dmt_beam_options opt;
-    int target_id, scores;
+    int target_id, scores, alignments;
     int raw;                   /* documents: the best translation alone, no score, no newline added */
     int quiet;
     /* progress */
@@ -189,6 +192,33 @@ static void progress(job *J, int final) {
     fflush(stderr);
 }
 
+/* The index of the whitespace-separated word at or after byte pos of t[0..len):
+ * the words that start before pos, less one when pos is inside a word. */
+static int word_index_at(const char *t, size_t pos) {
+    int words = 0;
+    for (size_t i = 0; i < pos; i++)
+        if (!isspace((unsigned char)t[i]) && (i == 0 || isspace((unsigned char)t[i - 1]))) words++;
+    if (pos > 0 && !isspace((unsigned char)t[pos - 1]) && !isspace((unsigned char)t[pos])) words--;
+    return words;
+}
+
+/* " i-j" for each aligned word pair of the line's pieces, the words counted over
+ * the whole line (source) and its translation (out, as written so far per piece). */
+static char *line_alignment(const line *l, const dmt_span *spans, const dmt_translate_output *res,
+                            const char *out, const size_t *out_start) {
+    size_t need = 1;
+    for (int u = 0; u < l->count; u++) need += (size_t)res[u].n_alignment * 24;
+    char *a = malloc(need), *p = a;
+    if (!a) return NULL;
+    *p = 0;
+    for (int u = 0; u < l->count; u++) {
+        int so = word_index_at(l->text, spans[u].start), to = word_index_at(out, out_start[u]);
+        for (int q = 0; q < res[u].n_alignment; q++)
+            p += sprintf(p, "%s%d-%d", p == a ? "" : " ", so + res[u].alignment[2 * q], to + res[u].alignment[2 * q + 1]);
+    }
+    return a;
+}
+
 /* A line's output: for each of nbest hypotheses r, the line with every piece
  * replaced by its hypothesis r (its best when it has fewer), "score<TAB>" first with
  * --scores (the mean over the pieces); one line each. NULL when out of memory. */
@@ -226,15 +256,34 @@ static char *format_output(const job *J, const line *l, const dmt_span *spans, c
             else p += sprintf(p, have ? "0.000000\t" : "-inf\t");
         }
         size_t pos = 0;
+        char *text_start = p;
+        size_t *out_start = J->alignments ? calloc((size_t)(l->count > 0 ? l->count : 0) + 1, sizeof *out_start) : NULL;
+        if (J->alignments && !out_start) { free(s); return NULL; }
         for (int u = 0; have && u < l->count; u++) {
             memcpy(p, l->text + pos, spans[u].start - pos); /* the spacing before the piece */
             p += spans[u].start - pos;
+            if (out_start) out_start[u] = (size_t)(p - text_start);
             for (const char *t = res[u].texts[r < res[u].n ? r : 0]; *t; t++) *p++ = *t == '\n' || *t == '\r' ? ' ' : *t;
             pos = spans[u].start + spans[u].len;
         }
         if (have && l->count) {
             memcpy(p, l->text + pos, l->len - pos);
             p += l->len - pos;
+        }
+        if (out_start) {
+            *p = 0;
+            char *al = line_alignment(l, spans, res, text_start, out_start);
+            free(out_start);
+            if (!al) { free(s); return NULL; }
+            size_t k = strlen(al), at = (size_t)(p - s);
+            char *grown = realloc(s, at + k + 3 + need - at);
+            if (!grown) { free(al); free(s); return NULL; }
+            s = grown;
+            p = s + at;
+            *p++ = '\t';
+            memcpy(p, al, k);
+            p += k;
+            free(al);
         }
         *p++ = '\n';
     }
@@ -322,6 +371,7 @@ static int check_units(const dmt_model *m, line *lines, unit *units, int n) {
             l->failed = 1;
             bad++;
         }
+        dmt_translate_output_clear(&tmp);
     }
     free(ids);
     return bad;
@@ -336,7 +386,7 @@ static void list_languages(const dmt_config *c) {
 
 typedef struct {
     const char *model, *target, *input, *output;
-    int beam, nbest, scores, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
+    int beam, nbest, scores, alignments, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
     int continuous, no_split, html;
     const char *file;          /* a document to translate (positional) */
     int precision; /* dmt_precision */
@@ -348,7 +398,7 @@ typedef struct {
  * option or a missing value (message printed; no usage after it). */
 static int parse_args(int argc, char **argv, args *a) {
     enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS,
-           O_PRECISION, O_BATCHING, O_NO_SPLIT, O_FORMAT };
+           O_PRECISION, O_BATCHING, O_NO_SPLIT, O_FORMAT, O_ALIGNMENTS };
     static const struct option opts[] = {
         {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
         {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
@@ -361,7 +411,7 @@ static int parse_args(int argc, char **argv, args *a) {
         {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
         {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
         {"batching", required_argument, 0, O_BATCHING}, {"no-split", no_argument, 0, O_NO_SPLIT},
-        {"format", required_argument, 0, O_FORMAT},
+        {"format", required_argument, 0, O_FORMAT}, {"alignments", no_argument, 0, O_ALIGNMENTS},
         {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
     *a = (args){.nbest = 1, .batch_size = 32};
     int c, li = -1;
@@ -377,6 +427,7 @@ static int parse_args(int argc, char **argv, args *a) {
         case 'b': bad = parse_int(optarg, 1, DMT_BEAM_MAX_SIZE, &a->beam); break;
         case 'n': bad = parse_int(optarg, 1, DMT_BEAM_MAX_SIZE, &a->nbest); break;
         case O_SCORES: a->scores = 1; break;
+        case O_ALIGNMENTS: a->alignments = 1; break;
         case O_LP: bad = parse_float(optarg, &a->length_penalty); a->set_lp = 1; break;
         case O_A: bad = parse_float(optarg, &a->max_len_a); a->set_a = 1; break;
         case O_B: bad = parse_int(optarg, 0, 1000000, &a->max_len_b); a->set_b = 1; break;
@@ -431,6 +482,11 @@ static int parse_args(int argc, char **argv, args *a) {
     if (optind < argc) { fprintf(stderr, "deepmt translate: unexpected argument '%s'\n", argv[optind]); return -1; }
     if (a->file && (a->input || a->html || a->nbest > 1 || a->scores)) {
         fprintf(stderr, "deepmt translate: a FILE argument goes with none of --input, --format, --nbest, --scores\n");
+        return -1;
+    }
+    if (a->alignments && (a->file || a->html || a->nbest > 1)) {
+        fprintf(stderr, "deepmt translate: --alignments goes with plain text and one translation a line "
+                        "(no FILE, --format html, --nbest)\n");
         return -1;
     }
     if (a->html && (a->nbest > 1 || a->scores)) {
@@ -674,7 +730,7 @@ int cmd_translate(int argc, char **argv) {
     int rc = 1, n = 0, bad = 0;
     line *lines = NULL;
     FILE *out = NULL;
-    job J = {.m = m, .scores = a.scores, .quiet = a.quiet};
+    job J = {.m = m, .scores = a.scores, .alignments = a.alignments, .quiet = a.quiet};
     const dmt_language *lang = dmt_config_language(&m->cfg, a.target);
     if (!lang) {
         fprintf(stderr, "deepmt translate: unknown target language '%s'\n", a.target);

@@ -54,7 +54,10 @@ int dmt_beam_options_check(const dmt_beam_options *o, char *err, size_t errlen) 
 
 void dmt_nbest_clear(dmt_nbest *nb) {
     if (!nb) return;
-    for (int i = 0; nb->hyps && i < nb->n; i++) free(nb->hyps[i].tokens);
+    for (int i = 0; nb->hyps && i < nb->n; i++) {
+        free(nb->hyps[i].tokens);
+        free(nb->hyps[i].align);
+    }
     free(nb->hyps);
     nb->hyps = NULL;
     nb->n = 0;
@@ -87,10 +90,13 @@ typedef struct {
     int *n_pool, *n_fin;        /* pooled hypotheses, of which finished with </s> */
     pooled *pool;               /* [n][2k] */
     int32_t *pool_tok;          /* [n][2k][L] */
+    int32_t *pool_al;           /* [n][2k][L] their alignments */
     float *gap;                 /* [n] smallest decision gap so far */
     int *active;                /* [n] sentence index of each active slot */
     /* per row (n*k), double-buffered */
     int32_t *hist[2];           /* [n*k][L] generated tokens */
+    int32_t *ahist[2];          /* [n*k][L] the source position each was aligned to */
+    const int *step_align;      /* [rows] this step's alignments (forward.h) */
     float *cum[2];              /* [n*k] beam sums */
     int32_t *feed;              /* [n*k] tokens fed this step */
     int *parent;                /* [n*k] next row -> current row */
@@ -101,8 +107,8 @@ typedef struct {
 } search;
 
 static void search_free(search *S) {
-    void *all[] = {S->plen, S->max_len, S->prefix, S->n_pool, S->n_fin, S->pool, S->pool_tok, S->gap,
-                   S->active, S->hist[0], S->hist[1], S->cum[0], S->cum[1], S->feed, S->parent,
+    void *all[] = {S->plen, S->max_len, S->prefix, S->n_pool, S->n_fin, S->pool, S->pool_tok, S->pool_al, S->gap,
+                   S->active, S->hist[0], S->hist[1], S->ahist[0], S->ahist[1], S->cum[0], S->cum[1], S->feed, S->parent,
                    S->lists, S->count, S->head, S->merged};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
 }
@@ -146,6 +152,7 @@ static int search_init(search *S, dmt_state *st, const dmt_model *m, int n, cons
     S->n_fin = calloc((size_t)n, sizeof *S->n_fin);
     S->pool = malloc((size_t)n * 2 * k * sizeof *S->pool);
     S->pool_tok = malloc((size_t)n * 2 * k * L * sizeof *S->pool_tok);
+    S->pool_al = malloc((size_t)n * 2 * k * L * sizeof *S->pool_al);
     S->gap = malloc((size_t)n * sizeof *S->gap);
     S->active = malloc((size_t)n * sizeof *S->active);
     S->feed = malloc(rows * sizeof *S->feed);
@@ -157,10 +164,11 @@ static int search_init(search *S, dmt_state *st, const dmt_model *m, int n, cons
     S->merged = malloc((2 * k + 1) * sizeof *S->merged);
     for (int b = 0; b < 2; b++) {
         S->hist[b] = malloc(rows * L * sizeof *S->hist[b]);
+        S->ahist[b] = malloc(rows * L * sizeof *S->ahist[b]);
         S->cum[b] = malloc(rows * sizeof *S->cum[b]);
-        if (!S->hist[b] || !S->cum[b]) return -1;
+        if (!S->hist[b] || !S->ahist[b] || !S->cum[b]) return -1;
     }
-    if (!S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap || !S->active || !S->feed || !S->parent ||
+    if (!S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->pool_al || !S->gap || !S->active || !S->feed || !S->parent ||
         !S->lp || !S->lists || !S->count || !S->head || !S->merged)
         return -1;
     S->width = 1; /* one row per sentence: beam 0, its prefix */
@@ -269,11 +277,12 @@ static int merge_candidates(search *S, int cap) {
     return n;
 }
 
-static void add_to_pool(search *S, int i, const int32_t *tokens, int len, float total, int t) {
+static void add_to_pool(search *S, int i, const int32_t *tokens, const int32_t *align, int len, float total, int t) {
     int p = S->n_pool[i]++;
     size_t slot = (size_t)i * 2 * S->k + p;
     S->pool[slot] = (pooled){normalise(total, t, S->o.length_penalty), len, p};
     memcpy(S->pool_tok + slot * S->L, tokens, (size_t)len * sizeof *tokens);
+    memcpy(S->pool_al + slot * S->L, align, (size_t)len * sizeof *align);
 }
 
 /* One generation step of active sentence a (sentence i), generating token t. Writes
@@ -299,10 +308,10 @@ static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
     int live = 0;
     for (int r = 0; r < nc && r < 2 * k; r++) {
         const cand *c = &S->merged[r];
-        const int32_t *h = S->hist[cur] + (r0 + c->beam) * L;
+        const int32_t *h = S->hist[cur] + (r0 + c->beam) * L, *ha = S->ahist[cur] + (r0 + c->beam) * L;
         if (c->tok == eos) {
             if (r < k && S->n_fin[i] < k) {
-                add_to_pool(S, i, h, t - 1, c->score, t);
+                add_to_pool(S, i, h, ha, t - 1, c->score, t);
                 S->n_fin[i]++;
             }
         } else if (live < k) {
@@ -310,13 +319,15 @@ static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
             S->parent[w] = (int)(r0 + c->beam);
             memcpy(S->hist[nxt] + w * L, h, (size_t)(t - 1) * sizeof *h);
             S->hist[nxt][w * L + t - 1] = c->tok;
+            memcpy(S->ahist[nxt] + w * L, ha, (size_t)(t - 1) * sizeof *ha);
+            S->ahist[nxt][w * L + t - 1] = S->step_align ? S->step_align[r0 + c->beam] : -1;
             S->cum[nxt][w] = c->score;
         }
     }
     int stop = S->n_fin[i] >= k || live == 0;
     if (!stop && t == S->max_len[i]) {
         for (int l = 0; l < live; l++)
-            add_to_pool(S, i, S->hist[nxt] + (w0 + l) * L, t, S->cum[nxt][w0 + l], t);
+            add_to_pool(S, i, S->hist[nxt] + (w0 + l) * L, S->ahist[nxt] + (w0 + l) * L, t, S->cum[nxt][w0 + l], t);
         stop = 1;
     }
     if (stop) return 1;
@@ -356,8 +367,12 @@ static void finish_sentence(search *S, int i, dmt_nbest *out) {
         h->n_tokens = p[r].len;
         h->score = p[r].score;
         memcpy(h->tokens, S->pool_tok + ((size_t)i * 2 * S->k + p[r].seq) * S->L, (size_t)p[r].len * sizeof *h->tokens);
+        memcpy(h->align, S->pool_al + ((size_t)i * 2 * S->k + p[r].seq) * S->L, (size_t)p[r].len * sizeof *h->align);
     }
-    for (int r = keep; r < out->n; r++) free(out->hyps[r].tokens); /* fewer than nbest exist */
+    for (int r = keep; r < out->n; r++) { /* fewer than nbest exist */
+        free(out->hyps[r].tokens);
+        free(out->hyps[r].align);
+    }
     out->n = keep;
     out->min_gap = S->gap[i];
 }
@@ -371,8 +386,9 @@ static int alloc_outputs(const search *S, dmt_nbest *out) {
         if (!out[i].hyps) return -1;
         for (int r = 0; r < S->o.nbest; r++) {
             out[i].hyps[r].tokens = malloc((size_t)S->max_len[i] * sizeof(int32_t));
-            if (!out[i].hyps[r].tokens) return -1;
+            out[i].hyps[r].align = malloc((size_t)S->max_len[i] * sizeof(int32_t));
             out[i].n = r + 1;
+            if (!out[i].hyps[r].tokens || !out[i].hyps[r].align) return -1;
         }
     }
     return 0;
@@ -400,6 +416,7 @@ static void keep_rows(search *S, int cur, int a, int na, int w) {
         S->parent[to] = (int)from;
         if (to != from) {
             memcpy(S->hist[cur] + to * L, S->hist[cur] + from * L, L * sizeof *S->hist[cur]);
+            memcpy(S->ahist[cur] + to * L, S->ahist[cur] + from * L, L * sizeof *S->ahist[cur]);
             S->cum[cur][to] = S->cum[cur][from];
         }
     }
@@ -461,6 +478,7 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
             snprintf(err, errlen, "beam search: decoder step %d failed", s);
             goto done;
         }
+        S.step_align = dmt_decode_alignment(st);
         int w_in = S.width, w_out = w_in, na = 0; /* k rows a sentence once any generates */
         for (int a = 0; a < n_act && w_out < k; a++)
             if (s >= S.plen[S.active[a]] - 1) w_out = k;
@@ -551,6 +569,7 @@ dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *op
     S->n_fin = calloc(n, sizeof *S->n_fin);
     S->pool = calloc(n * 2 * k, sizeof *S->pool);
     S->pool_tok = calloc(n * 2 * k * L, sizeof *S->pool_tok);
+    S->pool_al = calloc(n * 2 * k * L, sizeof *S->pool_al);
     S->gap = calloc(n, sizeof *S->gap);
     S->active = calloc(n, sizeof *S->active);
     S->feed = calloc(rows, sizeof *S->feed);
@@ -561,6 +580,7 @@ dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *op
     S->merged = calloc(2 * k + 1, sizeof *S->merged);
     for (int x = 0; x < 2; x++) {
         S->hist[x] = calloc(rows * L, sizeof *S->hist[x]);
+        S->ahist[x] = calloc(rows * L, sizeof *S->ahist[x]);
         S->cum[x] = calloc(rows, sizeof *S->cum[x]);
     }
     b->pos = calloc(n, sizeof *b->pos);
@@ -576,9 +596,9 @@ dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *op
     for (size_t i = 0; b->src_ids && b->src_rows && i < n; i++) b->src_rows[i] = b->src_ids + i * L;
     S->src = (const int32_t *const *)b->src_rows;
     S->src_len = b->src_lens;
-    if (!b->src_ids || !b->src_rows || !b->src_lens || !S->plen || !S->max_len || !S->prefix || !S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->gap ||
+    if (!b->src_ids || !b->src_rows || !b->src_lens || !S->plen || !S->max_len || !S->prefix || !S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->pool_al || !S->gap ||
         !S->active || !S->feed || !S->parent || !S->lists || !S->count || !S->head || !S->merged || !S->hist[0] ||
-        !S->hist[1] || !S->cum[0] || !S->cum[1] || !b->pos || !b->tag || !b->src_id || !b->used || !b->cancel ||
+        !S->hist[1] || !S->ahist[0] || !S->ahist[1] || !S->cum[0] || !S->cum[1] || !b->pos || !b->tag || !b->src_id || !b->used || !b->cancel ||
         !b->out || !b->done || !dmt_state_logits(st, rows * (size_t)S->V))
         goto oom;
     return b;
@@ -639,9 +659,11 @@ int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src
         o->hyps = calloc((size_t)S->o.nbest, sizeof *o->hyps);
         for (int r = 0; o->hyps && r < S->o.nbest; r++) {
             o->hyps[r].tokens = malloc((size_t)S->max_len[i] * sizeof(int32_t));
-            if (o->hyps[r].tokens) o->n = r + 1;
+            o->hyps[r].align = malloc((size_t)S->max_len[i] * sizeof(int32_t));
+            if (o->hyps[r].tokens || o->hyps[r].align) o->n = r + 1; /* counted to be freed */
+            if (!o->hyps[r].tokens || !o->hyps[r].align) break;
         }
-        if (!o->hyps || o->n < S->o.nbest) {
+        if (!o->hyps || o->n < S->o.nbest || !o->hyps[S->o.nbest - 1].align || !o->hyps[S->o.nbest - 1].tokens) {
             for (int z = 0; z <= q; z++) dmt_nbest_clear(&b->out[slot[z]]);
             for (int z = 0; z < n; z++) dmt_cont_release_source(b->st, ids[z]);
             snprintf(err, errlen, "out of memory");
@@ -717,6 +739,7 @@ int dmt_beam_session_step(dmt_beam_session *b, char *err, size_t errlen) {
         snprintf(err, errlen, "beam session: decoder step failed");
         return -1;
     }
+    S->step_align = dmt_decode_alignment(b->st);
     int na = 0;
     for (int a = 0; a < b->n_act; a++) {
         int i = S->active[a], s = b->pos[i]++;

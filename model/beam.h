@@ -81,6 +81,8 @@ int dmt_beam_options_check(const dmt_beam_options *opt, char *err, size_t errlen
 
 typedef struct {
     int32_t *tokens;  /* generated ids: no forced token, no </s>; malloc'd */
+    int32_t *align;   /* [n_tokens] the source position (0-based, </s> counted) each token
+                       * was aligned to: forward.h dmt_decode_alignment; malloc'd */
     int n_tokens;
     float score;      /* length-normalised, see above */
 } dmt_hypothesis;

@@ -48,6 +48,11 @@ struct dmt_state {
     int *history, *history_tmp;  /* [hyp_cap][step_cap] slot indices */
     fbuf logits;                 /* the beam search's log-probabilities, kept between searches */
     struct cont *cont;           /* continuous decoding, created on first use */
+    /* alignment: the source position each hypothesis attended to most at the last
+     * step, in the cross-attention of decoder layer align_layer (heads averaged) */
+    int align_layer;
+    int *align, align_cap;       /* [align_cap >= hypotheses] */
+    fbuf align_sum;              /* [max_positions] */
 };
 
 /* Continuous decoding (forward.h "continuous decoding"). The slot pool is
@@ -71,20 +76,35 @@ struct cont {
 
 dmt_state *dmt_state_new(const dmt_model *m) {
     dmt_state *s = calloc(1, sizeof *s);
-    if (s) s->m = m;
+    if (!s) return NULL;
+    s->m = m;
+    s->align_layer = dmt_alignment_layer(m);
     return s;
 }
+
+int dmt_alignment_layer(const dmt_model *m) {
+    int L = m->decoder.n_layers;
+    const char *env = getenv("DEEPMT_ALIGN_LAYER");
+    if (env && *env) {
+        int l = atoi(env);
+        if (l >= 0 && l < L) return l;
+    }
+    return L - 1;
+}
+
+const int *dmt_decode_alignment(const dmt_state *s) { return s->align; }
 
 void dmt_state_free(dmt_state *s) {
     if (!s) return;
     fbuf *all[] = {&s->enc_out, &s->cross_k, &s->cross_v, &s->q, &s->k, &s->v, &s->attn, &s->tmp,
-                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->logits};
+                   &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->logits, &s->align_sum};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
     free(s->src_len);
     free(s->hyp_src);
     free(s->hyp_src_tmp);
     free(s->history);
     free(s->history_tmp);
+    free(s->align);
     struct cont *c = s->cont;
     if (c) {
         for (int i = 0; i < c->n_src; i++) { free(c->src[i].k); free(c->src[i].v); }
@@ -237,6 +257,15 @@ static int grow_ints(int **p, size_t n) {
     return 0;
 }
 
+/* Room for the alignments of n hypotheses over sources of up to max_positions. */
+static int reserve_align(dmt_state *s, int n) {
+    if (fbuf_reserve(&s->align_sum, (size_t)s->m->cfg.max_positions)) return -1;
+    if (n <= s->align_cap) return 0;
+    if (grow_ints(&s->align, (size_t)n)) return -1;
+    s->align_cap = n;
+    return 0;
+}
+
 int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps, int max_steps, char *err,
                      size_t errlen) {
     const dmt_model *m = s->m;
@@ -253,7 +282,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
     if (max_hyps > s->hyp_cap || max_steps > s->step_cap) {
         int hc = max_hyps > s->hyp_cap ? max_hyps : s->hyp_cap, sc = max_steps > s->step_cap ? max_steps : s->step_cap;
         size_t cache = (size_t)L * hc * sc * d;
-        if (grow_ints(&s->hyp_src, hc) || grow_ints(&s->hyp_src_tmp, hc) ||
+        if (grow_ints(&s->hyp_src, hc) || grow_ints(&s->hyp_src_tmp, hc) || reserve_align(s, hc) ||
             grow_ints(&s->history, (size_t)hc * sc) || grow_ints(&s->history_tmp, (size_t)hc * sc) ||
             fbuf_reserve(&s->self_k, cache) || fbuf_reserve(&s->self_v, cache) || fbuf_reserve(&s->x, (size_t)hc * d))
             goto oom;
@@ -305,8 +334,13 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int h = 0; h < H; h++) {
         int src = s->hyp_src[h];
-        dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src * src_stride,
-                      vc + src * src_stride, d, 1, s->src_len[src], c->heads, d, -1, s->scores.p);
+        if (l == s->align_layer)
+            s->align[h] = dmt_attention_row_argmax(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d,
+                                                   kc + src * src_stride, vc + src * src_stride, d, s->src_len[src],
+                                                   c->heads, s->scores.p, s->align_sum.p);
+        else
+            dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src * src_stride,
+                          vc + src * src_stride, d, 1, s->src_len[src], c->heads, d, -1, s->scores.p);
     }
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
 }
@@ -418,7 +452,7 @@ static int cont_reserve_hyps(dmt_state *s, struct cont *c, int n) {
     int cap = c->hyp_cap ? c->hyp_cap : 64;
     while (cap < n) cap *= 2;
     size_t hl = (size_t)cap * c->len_cap;
-    if (grow_ints(&c->hyp_src, cap) || grow_ints(&c->hyp_len, cap) || grow_ints(&c->src_tmp, cap) ||
+    if (grow_ints(&c->hyp_src, cap) || grow_ints(&c->hyp_len, cap) || grow_ints(&c->src_tmp, cap) || reserve_align(s, cap) ||
         grow_ints(&c->len_tmp, cap) || grow_ints(&c->hist, hl) || grow_ints(&c->hist_tmp, hl))
         return -1;
     c->hyp_cap = cap;
@@ -518,8 +552,13 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         for (int h = 0; h < H; h++) {
             const cont_source *cs = &c->src[c->hyp_src[h]];
             size_t off = (size_t)l * cs->len * d;
-            dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, cs->k + off, cs->v + off, d, 1,
-                          cs->len, cfg->heads, d, -1, s->scores.p);
+            if (l == s->align_layer)
+                s->align[h] = dmt_attention_row_argmax(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + off,
+                                                       cs->v + off, d, cs->len, cfg->heads, s->scores.p,
+                                                       s->align_sum.p);
+            else
+                dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, cs->k + off, cs->v + off, d,
+                              1, cs->len, cfg->heads, d, -1, s->scores.p);
         }
         dmt_matmul(s->tmp.p, s->attn.p, H, &w->cross_attn.out);
         residual(s, x, H, alpha, &w->cross_attn_norm);

@@ -57,6 +57,16 @@ int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs);
  * cache accordingly. */
 void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent);
 
+/* Word alignment: after a dmt_decode_step or dmt_cont_step, entry h is the position in
+ * hypothesis h's source (0-based, </s> included) that the cross-attention of decoder
+ * layer dmt_alignment_layer attended to most, its heads averaged: the source piece
+ * the token predicted at this step is aligned to. Valid until the next step. */
+const int *dmt_decode_alignment(const dmt_state *s);
+/* The decoder layer alignments are read from: the last (the sharpest and most
+ * often right of the three of the default models, on the markup test set), or
+ * DEEPMT_ALIGN_LAYER (0-based) to compare. */
+int dmt_alignment_layer(const dmt_model *m);
+
 /* Steps taken since dmt_decode_begin, and the current hypothesis count. */
 int dmt_decode_steps(const dmt_state *s);
 int dmt_decode_hyps(const dmt_state *s);

@@ -82,6 +82,20 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
     }
 }
 
+int dmt_attention_row_argmax(float *out, const float *q, const float *k, const float *v, int ld, int nk, int heads,
+                             float *scratch, float *sum) {
+    int hd = ld / heads, best = 0;
+    dmt_attend_fn attend_row = dmt_kernels_active()->attend_row;
+    memset(sum, 0, (size_t)nk * sizeof *sum);
+    for (int h = 0; h < heads; h++) { /* as dmt_attention's nq <= 2 path: head by head */
+        attend_row(out + h * hd, q + h * hd, k + h * hd, v + h * hd, (size_t)ld, NULL, nk, hd, scratch);
+        for (int j = 0; j < nk; j++) sum[j] += scratch[j];
+    }
+    for (int j = 1; j < nk; j++)
+        if (sum[j] > sum[best]) best = j;
+    return best;
+}
+
 void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,
                          int nk, int heads, float *scratch) {
     int hd = ld / heads;

@@ -42,6 +42,13 @@ void dmt_log_softmax(float *x, int n, int len);
 void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
                    int nq, int nk, int heads, int d, int causal_offset, float *scratch);
 
+/* dmt_attention of one query row (nq = 1, no mask), the same numbers, that also
+ * returns the key position with the largest attention weight averaged over the
+ * heads (first on ties): the source position a decoder step attends to most, its
+ * word alignment. scratch and sum hold nk floats each. */
+int dmt_attention_row_argmax(float *out, const float *q, const float *k, const float *v, int ld, int nk, int heads,
+                             float *scratch, float *sum);
+
 /* Attention of one query row q [d] over nk cached positions whose K/V rows live at
  * k + slots[j] * ld and v + slots[j] * ld (the decoder's slot cache). q scaled already;
  * scratch holds nk floats. */

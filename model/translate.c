@@ -44,15 +44,61 @@ void dmt_translate_output_clear(dmt_translate_output *o) {
     for (int i = 0; o->texts && i < o->n; i++) free(o->texts[i]);
     free(o->texts);
     free(o->scores);
+    free(o->alignment);
+    free(o->src_words);
     o->texts = NULL;
     o->scores = NULL;
-    o->n = 0;
+    o->alignment = NULL;
+    o->src_words = NULL;
+    o->n = o->n_alignment = 0;
 }
 
 static int is_language_id(const dmt_model *m, int32_t id) {
     for (int l = 0; l < m->cfg.n_languages; l++)
         if (m->cfg.languages[l].id == id) return 1;
     return dmt_tokenizer_is_language_piece(dmt_tokenizer_id_to_piece(m->tokenizer, id));
+}
+
+/* The word of each of n pieces, as the text they decode to splits at whitespace: a
+ * piece that begins with U+2581 starts a word (so does the first piece); pieces
+ * that decode to nothing (control and language pieces) get -1. */
+static void piece_words(const dmt_model *m, const int32_t *ids, int n, int *words) {
+    int word = -1;
+    for (int t = 0; t < n; t++) {
+        const char *p = dmt_tokenizer_id_to_piece(m->tokenizer, ids[t]);
+        if (!p || ids[t] == m->cfg.eos_id || ids[t] == m->cfg.pad_id || ids[t] == m->cfg.decoder_start_id ||
+            is_language_id(m, ids[t])) {
+            words[t] = -1;
+            continue;
+        }
+        if (word < 0 || !strncmp(p, "\xe2\x96\x81", 3)) word++;
+        words[t] = word;
+    }
+}
+
+/* The best hypothesis' word pairs into o (needs o->src_words); 0, or -1 when out of memory. */
+static int word_alignment(const dmt_model *m, const dmt_hypothesis *h, dmt_translate_output *o) {
+    if (!o->src_words || !h->align || h->n_tokens == 0) return 0;
+    int *tw = malloc((size_t)h->n_tokens * sizeof *tw);
+    int *pairs = malloc((size_t)h->n_tokens * 2 * sizeof *pairs);
+    if (!tw || !pairs) { free(tw); free(pairs); return -1; }
+    piece_words(m, h->tokens, h->n_tokens, tw);
+    int n = 0;
+    for (int t = 0; t < h->n_tokens; t++) {
+        int sp = h->align[t];
+        if (tw[t] < 0 || sp < 0 || sp >= o->src_tokens || o->src_words[sp] < 0) continue;
+        int sw = o->src_words[sp], seen = 0;
+        for (int q = n - 1; q >= 0 && pairs[2 * q + 1] == tw[t] && !seen; q--) seen = pairs[2 * q] == sw;
+        if (seen) continue;
+        pairs[2 * n] = sw;
+        pairs[2 * n + 1] = tw[t];
+        n++;
+    }
+    free(tw);
+    free(o->alignment);
+    o->alignment = pairs;
+    o->n_alignment = n;
+    return 0;
 }
 
 /* Fills o with the single translation "" (empty input). */
@@ -84,6 +130,7 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     }
     if (nb->n == 0) { snprintf(o->error, sizeof o->error, "no translation found"); return -1; }
     o->out_tokens = nb->hyps[0].n_tokens;
+    if (word_alignment(m, &nb->hyps[0], o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
     return 0;
 }
 
@@ -105,6 +152,16 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
     int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), o->error,
                                  sizeof o->error);
     free(cased);
+    if (k > 0) {
+        free(o->src_words);
+        if (!(o->src_words = malloc((size_t)k * sizeof *o->src_words))) {
+            snprintf(o->error, sizeof o->error, "out of memory");
+            return -1;
+        }
+        piece_words(m, ids, k, o->src_words);
+        for (int t = 0; t < k; t++) /* a language piece in the text is part of a word, not nothing */
+            if (o->src_words[t] < 0) o->src_words[t] = t > 0 ? o->src_words[t - 1] : 0;
+    }
     for (int t = 0; t < k; t++)
         if (is_language_id(m, ids[t])) ids[t] = m->cfg.unk_id;
     return k;

@@ -29,6 +29,14 @@ typedef struct {
     int all_caps;      /* the source was ALL-CAPS and the model's decoding.all_caps is "lower":
                         * it was translated in sentence case and texts are upper-cased */
     char error[256];   /* non-empty when this sentence failed; texts is then NULL */
+    /* Word alignment of the best translation. Words are the whitespace-separated
+     * words of the source sentence and of texts[0], counted from 0; each target
+     * piece is aligned to the source piece the decoder attended to most
+     * (dmt_decode_alignment), and a pair (source word, target word) is listed once,
+     * in target order. Pieces aligned to </s> give no pair. */
+    int *alignment;    /* [2 * n_alignment]: source word, target word; malloc'd */
+    int n_alignment;
+    int *src_words;    /* [src_tokens] the source word of each source piece (dmt_translate_encode); malloc'd */
 } dmt_translate_output;
 
 /* Translates n sentences with one beam search. 0 when the batch ran (individual

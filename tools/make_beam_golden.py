@@ -90,7 +90,8 @@ def build_case(name, overrides, dtype, out_scale, eos_scale, out_dir, seed, min_
         f = lang[target] if target else -1
         for attempt in range(100):
             src = torch.randint(lo, cfg["vocab_size"], (length - 1,), generator=gen).tolist() + [cfg["eos_id"]]
-            found = {r: search(model, src, f, opt) for r, opt in RUNS}
+            aligned = {r: [] for r, _ in RUNS}
+            found = {r: search(model, src, f, opt, aligned[r]) for r, opt in RUNS}
             gap = min(g for _, g in found.values())
             if gap >= min_gap:
                 break
@@ -100,7 +101,9 @@ def build_case(name, overrides, dtype, out_scale, eos_scale, out_dir, seed, min_
         forced.append(f)
         gaps.append(gap)
         for r, (hyps, g) in found.items():
-            results[r].append({"min_gap": g, "nbest": [{"tokens": t, "score": s} for t, s in hyps]})
+            results[r].append({"min_gap": g, "nbest": [
+                {"tokens": t, "score": s, "align": a, "align_margin": [round(x, 9) for x in mg]}
+                for (t, s), (a, mg) in zip(hyps, aligned[r])]})
     golden = {
         "sources": sources,
         "forced": forced,

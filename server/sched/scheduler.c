@@ -121,6 +121,7 @@ static void measure(const dmt_model *m, dmt_work *w) {
     for (int i = 0; i < w->n_jobs; i++) {
         dmt_translate_output tmp = {0}; /* as the search will tokenize it (all-caps rule included) */
         int k = ids ? dmt_translate_encode(m, w->jobs[i].text, w->jobs[i].len, ids, &tmp) : -1;
+        dmt_translate_output_clear(&tmp);
         if (k > 0) k--; /* without </s> */
         if (k < 0) k = ids ? maxsrc : (int)(w->jobs[i].len / 4) + 1;
         double max_out = floor((double)o->max_len_a * (k + 1) + o->max_len_b);

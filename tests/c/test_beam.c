@@ -51,8 +51,10 @@ static void clear_all(dmt_nbest *out, int n) {
     for (int i = 0; i < n; i++) dmt_nbest_clear(&out[i]);
 }
 
+/* The same tokens, aligned to the same source positions. */
 static int same_hyp(const dmt_hypothesis *a, const dmt_hypothesis *b) {
-    return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof *a->tokens);
+    return a->n_tokens == b->n_tokens && !memcmp(a->tokens, b->tokens, (size_t)a->n_tokens * sizeof *a->tokens) &&
+           !memcmp(a->align, b->align, (size_t)a->n_tokens * sizeof *a->align);
 }
 
 static int same_nbest(const dmt_nbest *a, const dmt_nbest *b) {
@@ -77,7 +79,13 @@ static dmt_beam_options options_from_json(json_t *o) {
 }
 
 /* 1 when got equals the reference's list; describes the first difference in why. */
-static int match_reference(const dmt_nbest *got, json_t *want, double tol, double *max_err, char *why, size_t cap) {
+/* Alignments (forward.h dmt_decode_alignment) are compared where the reference's
+ * winning source position leads the next by more than this (averaged attention):
+ * closer than that, float rounding may pick either. */
+#define ALIGN_MARGIN 1e-5
+
+static int match_reference(const dmt_nbest *got, json_t *want, double tol, double *max_err, int *aligned, char *why,
+                           size_t cap) {
     json_t *list = json_object_get(want, "nbest");
     if ((size_t)got->n != json_array_size(list)) {
         snprintf(why, cap, "%d hypotheses, reference %zu", got->n, json_array_size(list));
@@ -92,6 +100,20 @@ static int match_reference(const dmt_nbest *got, json_t *want, double tol, doubl
         if (e > *max_err) *max_err = e;
         if (!same) { snprintf(why, cap, "rank %d: tokens differ (%d vs %zu tokens)", r, g->n_tokens, json_array_size(toks)); return 0; }
         if (!(e <= tol)) { snprintf(why, cap, "rank %d: score %.6f vs %.6f", r, g->score, json_number_value(json_object_get(h, "score"))); return 0; }
+        json_t *al = json_object_get(h, "align"), *mg = json_object_get(h, "align_margin");
+        if (json_array_size(al) != (size_t)g->n_tokens || json_array_size(mg) != (size_t)g->n_tokens) {
+            snprintf(why, cap, "rank %d: the reference has %zu alignments for %d tokens", r, json_array_size(al), g->n_tokens);
+            return 0;
+        }
+        for (int t = 0; t < g->n_tokens; t++) {
+            if (json_number_value(json_array_get(mg, (size_t)t)) <= ALIGN_MARGIN) continue;
+            int want_at = (int)json_integer_value(json_array_get(al, (size_t)t));
+            if (g->align[t] != want_at) {
+                snprintf(why, cap, "rank %d, token %d: aligned to source position %d, reference %d", r, t, g->align[t], want_at);
+                return 0;
+            }
+            (*aligned)++;
+        }
     }
     return 1;
 }
@@ -126,13 +148,14 @@ static void golden_case(const char *dir, const char *name) {
         dmt_beam_options o = options_from_json(json_object_get(r, "options"));
         int ok = run(s, &b, &o, out, err, sizeof err) == 0;
         double max_err = 0;
-        int bad = -1;
+        int bad = -1, aligned = 0;
         why[0] = '\0';
         for (int i = 0; ok && i < b.n && bad < 0; i++)
-            if (!match_reference(&out[i], json_array_get(json_object_get(r, "results"), (size_t)i), tol, &max_err, why, sizeof why))
+            if (!match_reference(&out[i], json_array_get(json_object_get(r, "results"), (size_t)i), tol, &max_err,
+                                 &aligned, why, sizeof why))
                 bad = i;
-        snprintf(what, sizeof what, "%s/%s: %d sentences (lengths %d..%d, mixed targets) = reference n-best (score error %.1e)",
-                 name, run_name, b.n, b.len[0], b.len[2], max_err);
+        snprintf(what, sizeof what, "%s/%s: %d sentences (lengths %d..%d, mixed targets) = reference n-best (score error "
+                 "%.1e) and alignments (%d tokens)", name, run_name, b.n, b.len[0], b.len[2], max_err, aligned);
         CHECK(ok && bad < 0, what, "%s", ok ? why : err);
         if (bad >= 0) printf("#   sentence %d: %s\n", bad, why);
         clear_all(out, b.n);

@@ -107,4 +107,24 @@ echo "hello" >"$tmp/one.txt"
 t -m "$MODEL" --target de -i "$tmp/one.txt" -o "$tmp/no-such-dir/out.txt"
 ok "$([ "$rc" = 1 ] && grep -q 'no-such-dir/out.txt' "$errf"; echo $?)" "an unwritable --output: exit 1, named" "exit $rc: $(cat "$errf")"
 
+# --alignments (the default model: real translations): "translation<TAB>i-j ...", word
+# indices over the whole line, the second sentence's counted after the first's
+DEF=models/default
+if [ -f "$DEF/config.json" ]; then
+    echo "A dog is running on the beach. Two men are playing football." >"$tmp/al.txt"
+    t -m "$DEF" --target de --alignments -i "$tmp/al.txt" -q
+    ok "$(awk -F '\t' -v src="$(cat "$tmp/al.txt")" '
+        { ns = split(src, sw, " "); nt = split($1, tw, " "); n = split($2, pairs, " "); if (NF != 2 || n < nt) bad = 1
+          for (k = 1; k <= n; k++) { split(pairs[k], ij, "-"); if (ij[1] < 0 || ij[1] >= ns || ij[2] < 0 || ij[2] >= nt) bad = 1
+              seen[ij[2]] = 1; if (sw[ij[1] + 1] == "dog" && tw[ij[2] + 1] == "Hund") dog = 1
+              if (sw[ij[1] + 1] == "men" && tw[ij[2] + 1] == "Männer") men = 1 }
+          for (j = 0; j < nt; j++) if (!seen[j]) bad = 1 }
+        END { exit bad || !dog || !men }' "$out"; echo $?)" \
+        "--alignments: every target word aligned, indices in range, dog-Hund and (second sentence) men-Männer" "$(cat "$out")"
+    t -m "$DEF" --target de --alignments --nbest 2 --beam 2 </dev/null
+    ok "$([ "$rc" = 2 ] && grep -q 'alignments' "$errf"; echo $?)" "--alignments with --nbest 2 refused" "exit $rc: $(cat "$errf")"
+else
+    n=$((n + 1)); echo "ok $n - # SKIP no $DEF: --alignments not checked"
+fi
+
 tap_done

@@ -82,9 +82,23 @@ def repeat_banned(tokens, src, max_repeats):
     return out
 
 
-def search(model, src, forced, opt):
-    """src: ids ending in </s>; forced: a token id or -1. -> ([(tokens, score)], min_gap)."""
+def step_alignment(attn):
+    """The C engine's alignment of one decoder step (forward.h dmt_decode_alignment):
+    per row, the source position with the largest cross-attention weight of the last
+    decoder layer, its heads averaged (first on ties), and the margin to the second."""
+    mean = attn.last_probs[:, :, -1, :].float().mean(dim=1)   # [rows, Tk]
+    top = torch.topk(mean, min(2, mean.shape[1]), dim=-1).values
+    margin = (top[:, 0] - top[:, 1]) if mean.shape[1] > 1 else top[:, 0]
+    return [int(torch.nonzero(r == r.max())[0]) for r in mean], margin.tolist()
+
+
+def search(model, src, forced, opt, alignments=None):
+    """src: ids ending in </s>; forced: a token id or -1. -> ([(tokens, score)], min_gap).
+    With a list as alignments, it receives each returned hypothesis' (positions,
+    margins): the source position each token was aligned to (step_alignment)."""
     cfg = model.cfg
+    attn = model.decoder.layers[-1].encoder_attn
+    attn.keep_probs = True
     eos, k = cfg["eos_id"], opt.beam_size
     prefix = [cfg["decoder_start_id"]] + ([forced] if forced >= 0 else [])
     max_len = max_length(opt, len(src), len(prefix), cfg["max_positions"])
@@ -95,8 +109,11 @@ def search(model, src, forced, opt):
         caches = [{} for _ in model.decoder.layers]
         for pos, tok in enumerate(prefix):
             lp = model.decode(torch.tensor([[tok]]), enc, pad_mask, kv, caches, start=pos)[:, -1]
+        al, mg = step_alignment(attn)
         beams = [([], 0.0)]           # (generated tokens, float32 sum)
+        beam_al = [([], [])]          # their alignments and margins
         pool = []                     # (tokens, normalised score), in the order they were added
+        pool_al = []
         n_finished = 0
         for t in range(1, max_len + 1):
             rows = lp.float().numpy()
@@ -120,32 +137,40 @@ def search(model, src, forced, opt):
             cands.sort(key=lambda c: (-c[0], c[1], c[2]))
             for r in range(min(2 * k, len(cands) - 1)):
                 min_gap = min(min_gap, cands[r][0] - cands[r + 1][0])
-            new_beams, parents = [], []
+            new_beams, parents, new_al = [], [], []
             for r, (total, tok, b) in enumerate(cands[:2 * k]):
                 if tok == eos:
                     if r < k and n_finished < k:
                         pool.append((beams[b][0], normalise(total, t, opt.length_penalty)))
+                        pool_al.append(beam_al[b])
                         n_finished += 1
                 elif len(new_beams) < k:
                     new_beams.append((beams[b][0] + [tok], total))
+                    new_al.append((beam_al[b][0] + [al[b]], beam_al[b][1] + [mg[b]]))
                     parents.append(b)
             if n_finished >= k or not new_beams:
                 break
             if t == max_len:          # cut off: the live beams as they are
                 pool += [(tokens, normalise(total, t, opt.length_penalty)) for tokens, total in new_beams]
+                pool_al += new_al
                 break
             index = torch.tensor(parents)
             for cache in caches:
                 cache["k"], cache["v"] = cache["k"][index], cache["v"][index]
-            beams = new_beams
+            beams, beam_al = new_beams, new_al
             n = len(beams)
             pos = len(prefix) + t - 1
             last = torch.tensor([[tokens[-1]] for tokens, _ in beams])
             lp = model.decode(last, enc.expand(n, -1, -1), pad_mask.expand(n, -1),
                               [(a.expand(n, -1, -1, -1), v.expand(n, -1, -1, -1)) for a, v in kv],
                               caches, start=pos)[:, -1]
-    ranked = sorted(pool, key=lambda h: -h[1])   # stable: equal scores keep their order
+            al, mg = step_alignment(attn)
+    attn.keep_probs = False
+    order = sorted(range(len(pool)), key=lambda i: -pool[i][1])   # stable: equal scores keep their order
+    ranked = [pool[i] for i in order]
     keep = ranked[:opt.nbest]
+    if alignments is not None:
+        alignments[:] = [pool_al[i] for i in order[:opt.nbest]]
     for r in range(min(len(keep), len(ranked) - 1)):
         min_gap = min(min_gap, ranked[r][1] - ranked[r + 1][1])
     return keep, min_gap

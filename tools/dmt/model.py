@@ -97,6 +97,8 @@ class Attention(nn.Module):
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))
         probs = torch.softmax(scores.float(), dim=-1).type_as(scores)
+        if getattr(self, "keep_probs", False):  # the reference alignments (beam.search) read them
+            self.last_probs = probs.detach()
         if self.dropout > 0 and self.training:
             probs = dropout(probs, self.dropout, True)
         out = torch.matmul(probs, v).transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
