@@ -18,7 +18,6 @@
  * line i. Exit status: 0, 1 when any line failed (the rest are translated) or the
  * model cannot be used, 2 for a usage error. docs/decoding.md documents the options.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -100,6 +99,8 @@ typedef struct {
     int failed;       /* a piece failed its check or its translation */
     char *out;        /* formatted output lines (malloc'd), NULL until translated */
     char *error;      /* malloc'd message when the line failed */
+    int *pairs;       /* documents: word pairs (text word, translation word) of out; malloc'd */
+    int n_pairs;
 } line;
 
 /* One piece of a line translated on its own: a sentence, or a chunk of one. */
@@ -192,16 +193,6 @@ static void progress(job *J, int final) {
     fflush(stderr);
 }
 
-/* The index of the whitespace-separated word at or after byte pos of t[0..len):
- * the words that start before pos, less one when pos is inside a word. */
-static int word_index_at(const char *t, size_t pos) {
-    int words = 0;
-    for (size_t i = 0; i < pos; i++)
-        if (!isspace((unsigned char)t[i]) && (i == 0 || isspace((unsigned char)t[i - 1]))) words++;
-    if (pos > 0 && !isspace((unsigned char)t[pos - 1]) && !isspace((unsigned char)t[pos])) words--;
-    return words;
-}
-
 /* " i-j" for each aligned word pair of the line's pieces, the words counted over
  * the whole line (source) and its translation (out, as written so far per piece). */
 static char *line_alignment(const line *l, const dmt_span *spans, const dmt_translate_output *res,
@@ -212,7 +203,8 @@ static char *line_alignment(const line *l, const dmt_span *spans, const dmt_tran
     if (!a) return NULL;
     *p = 0;
     for (int u = 0; u < l->count; u++) {
-        int so = word_index_at(l->text, spans[u].start), to = word_index_at(out, out_start[u]);
+        int so = dmt_word_index_at(l->text, l->len, spans[u].start);
+        int to = dmt_word_index_at(out, strlen(out), out_start[u]);
         for (int q = 0; q < res[u].n_alignment; q++)
             p += sprintf(p, "%s%d-%d", p == a ? "" : " ", so + res[u].alignment[2 * q], to + res[u].alignment[2 * q + 1]);
     }
@@ -222,15 +214,20 @@ static char *line_alignment(const line *l, const dmt_span *spans, const dmt_tran
 /* A line's output: for each of nbest hypotheses r, the line with every piece
  * replaced by its hypothesis r (its best when it has fewer), "score<TAB>" first with
  * --scores (the mean over the pieces); one line each. NULL when out of memory. */
-static char *format_output(const job *J, const line *l, const dmt_span *spans, const dmt_translate_output *res) {
+static char *format_output(const job *J, line *l, const dmt_span *spans, const dmt_translate_output *res) {
     if (J->raw) { /* a document's text: the best translation, spacing as it was, nothing added */
-        size_t need = l->len + 1, pos = 0, o = 0;
-        for (int u = 0; u < l->count; u++) need += strlen(res[u].texts[0]);
+        size_t need = l->len + 1, pos = 0, o = 0, n_pairs = 1;
+        for (int u = 0; u < l->count; u++) need += strlen(res[u].texts[0]), n_pairs += (size_t)res[u].n_alignment;
         char *t = malloc(need);
-        if (!t) return NULL;
+        size_t *starts = malloc(((size_t)(l->count > 0 ? l->count : 0) + 1) * sizeof *starts);
+        free(l->pairs);
+        l->n_pairs = 0;
+        l->pairs = malloc(n_pairs * 2 * sizeof *l->pairs); /* for the inline tags of HTML (text/html.h) */
+        if (!t || !starts || !l->pairs) { free(t); free(starts); return NULL; }
         for (int u = 0; u < l->count; u++) {
             memcpy(t + o, l->text + pos, spans[u].start - pos);
             o += spans[u].start - pos;
+            starts[u] = o;
             size_t k = strlen(res[u].texts[0]);
             memcpy(t + o, res[u].texts[0], k);
             o += k;
@@ -238,6 +235,15 @@ static char *format_output(const job *J, const line *l, const dmt_span *spans, c
         }
         memcpy(t + o, l->text + pos, l->len - pos);
         t[o + l->len - pos] = 0;
+        size_t tl = o + l->len - pos;
+        for (int u = 0; u < l->count; u++) {
+            int so = dmt_word_index_at(l->text, l->len, spans[u].start), to = dmt_word_index_at(t, tl, starts[u]);
+            for (int q = 0; q < res[u].n_alignment; q++, l->n_pairs++) {
+                l->pairs[2 * l->n_pairs] = so + res[u].alignment[2 * q];
+                l->pairs[2 * l->n_pairs + 1] = to + res[u].alignment[2 * q + 1];
+            }
+        }
+        free(starts);
         return t;
     }
     size_t need = 1;
@@ -601,6 +607,7 @@ static void free_lines(line *lines, int n) {
         free(lines[i].text);
         free(lines[i].out);
         free(lines[i].error);
+        free(lines[i].pairs);
     }
     free(lines);
 }
@@ -620,11 +627,18 @@ static char *translate_html(dmt_pool *pool, job *J, const char *text, size_t len
     if (!seg || !sl) goto out;
     for (int i = 0; i < n; i++) seg[i] = dmt_html_segment(h, i, &sl[i]);
     if (!(lines = lines_of(seg, sl, n)) || translate_lines(pool, J, lines, n, no_split, bad)) goto out;
-    for (int i = 0; i < n; i++) { /* a failed run keeps its text */
+    const int **pairs = calloc((size_t)n + 1, sizeof *pairs);
+    int *n_pairs = calloc((size_t)n + 1, sizeof *n_pairs);
+    if (!pairs || !n_pairs) { free(pairs); free(n_pairs); goto out; }
+    for (int i = 0; i < n; i++) { /* a failed run keeps its text (and its tags, by position) */
         seg[i] = lines[i].out ? lines[i].out : lines[i].text;
         sl[i] = strlen(seg[i]);
+        pairs[i] = lines[i].out ? lines[i].pairs : NULL;
+        n_pairs[i] = lines[i].out ? lines[i].n_pairs : 0;
     }
-    page = dmt_html_render(h, 0, seg, sl, out_len);
+    page = dmt_html_render_aligned(h, 0, seg, sl, pairs, n_pairs, out_len);
+    free(pairs);
+    free(n_pairs);
 out:
     free_lines(lines, n);
     free(seg);

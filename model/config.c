@@ -110,7 +110,8 @@ static int parse_languages(json_t *root, dmt_config *c, char *err, size_t errlen
 
 static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen) {
     c->decoding = (dmt_decoding_defaults){.beam_size = 4, .length_penalty = 1.0f, .max_len_a = 1.2f, .max_len_b = 10,
-                                          .min_len = 1, .no_repeat_ngram_size = 0, .max_repeats = 0};
+                                          .min_len = 1, .no_repeat_ngram_size = 0, .max_repeats = 0,
+                                          .alignment_layer = -1};
     json_t *d = json_object_get(root, "decoding");
     if (!d) return 0;
     if (!json_is_object(d)) { snprintf(err, errlen, "config.json: \"decoding\" must be an object"); return -1; }
@@ -130,6 +131,14 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
         get_int(d, "no_repeat_ngram_size", &c->decoding.no_repeat_ngram_size, 0, err, errlen)) return -1;
     if ((v = json_object_get(d, "max_repeats")) && get_int(d, "max_repeats", &c->decoding.max_repeats, 0, err, errlen))
         return -1;
+    if ((v = json_object_get(d, "alignment_layer"))) {
+        if (get_int(d, "alignment_layer", &c->decoding.alignment_layer, 0, err, errlen)) return -1;
+        if (c->decoding.alignment_layer >= c->decoder_layers) {
+            snprintf(err, errlen, "config.json: decoding.alignment_layer %d, but the decoder has %d layers (0-based)",
+                     c->decoding.alignment_layer, c->decoder_layers);
+            return -1;
+        }
+    }
     if ((v = json_object_get(d, "all_caps"))) {
         const char *s = json_is_string(v) ? json_string_value(v) : NULL;
         if (!s || (strcmp(s, "lower") && strcmp(s, "as_is"))) {

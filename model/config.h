@@ -35,6 +35,8 @@ typedef struct {
                                * in a row unless the source has more (0 = off) */
     int all_caps_lower;       /* "all_caps": "lower": ALL-CAPS sentences are translated in sentence
                                * case and answered in capitals (model/casing.h); 0 = "as_is" */
+    int alignment_layer;      /* the decoder layer word alignments are read from (forward.h);
+                               * -1 (absent): the last */
 } dmt_decoding_defaults;
 
 typedef struct {

@@ -89,7 +89,8 @@ int dmt_alignment_layer(const dmt_model *m) {
         int l = atoi(env);
         if (l >= 0 && l < L) return l;
     }
-    return L - 1;
+    int l = m->cfg.decoding.alignment_layer;
+    return l >= 0 && l < L ? l : L - 1;
 }
 
 const int *dmt_decode_alignment(const dmt_state *s) { return s->align; }

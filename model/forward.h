@@ -62,9 +62,10 @@ void dmt_decode_reorder(dmt_state *s, int n_new, const int *parent);
  * layer dmt_alignment_layer attended to most, its heads averaged: the source piece
  * the token predicted at this step is aligned to. Valid until the next step. */
 const int *dmt_decode_alignment(const dmt_state *s);
-/* The decoder layer alignments are read from: the last (the sharpest and most
- * often right of the three of the default models, on the markup test set), or
- * DEEPMT_ALIGN_LAYER (0-based) to compare. */
+/* The decoder layer alignments are read from: DEEPMT_ALIGN_LAYER (0-based, to
+ * compare), else config.json's decoding.alignment_layer, else the last. Which
+ * layer aligns best depends on the model: tests/py/test_markup_fixture.py measures
+ * it (docs/model-format.md). */
 int dmt_alignment_layer(const dmt_model *m);
 
 /* Steps taken since dmt_decode_begin, and the current hypothesis count. */

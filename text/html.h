@@ -2,10 +2,18 @@
  * with their translations put back (html.c, over Debian's libgumbo, an HTML5
  * parser).
  *
- * Every run of text between tags is a segment, translated on its own; tags,
+ * A segment is a run of text with the inline elements inside it (a, b, i, em,
+ * strong, span, code, u, sub, sup, ...): it is translated as one, and each inline
+ * element's tags are put back around the target words aligned to the words it
+ * enclosed (the decoder's cross-attention, dmt_translate_output's alignment), so
+ * "A dog is <i>running</i>" is one sentence, not three. Any other element (blocks,
+ * line breaks, images), a comment, or the end of the text ends a segment. Tags,
  * attributes, comments, entities elsewhere and the spacing around each segment
- * are copied byte for byte, so inline markup stays exactly where it was. Text
- * inside script, style, code, pre, textarea, kbd, samp, var, svg, math,
+ * are copied byte for byte; the tags moved keep their bytes, and the result is
+ * always well nested: where alignments would make two elements cross, one of
+ * them is shrunk. A segment that is all code (<code>x = 1</code> alone) is left
+ * alone, as is text
+ * inside script, style, pre, textarea, kbd, samp, var, svg, math,
  * template, noscript, or under an element with translate="no" or class
  * "notranslate", and text without letters, is left alone.
  */
@@ -25,8 +33,14 @@ int dmt_html_segment_count(const dmt_html *h);
 const char *dmt_html_segment(const dmt_html *h, int i, size_t *len);
 /* Text t's segments are first .. first + count - 1. */
 void dmt_html_range(const dmt_html *h, int t, int *first, int *count);
-/* Text t with its segments replaced by tr[first..] (escaped for HTML);
- * malloc'd, NUL-terminated, length in *len; NULL when out of memory. */
+/* Text t with its segments replaced by tr[first..] (escaped for HTML), each
+ * segment's inline tags placed by pairs[i]: n_pairs[i] pairs (segment word,
+ * translation word), words split at whitespace and counted from 0 (NULL: placed
+ * by relative position). malloc'd, NUL-terminated, length in *len; NULL when out
+ * of memory. */
+char *dmt_html_render_aligned(const dmt_html *h, int t, const char *const *tr, const size_t *tr_lens,
+                              const int *const *pairs, const int *n_pairs, size_t *len);
+/* The same without alignments. */
 char *dmt_html_render(const dmt_html *h, int t, const char *const *tr, const size_t *tr_lens, size_t *len);
 void dmt_html_free(dmt_html *h);
 

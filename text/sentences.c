@@ -300,3 +300,15 @@ int dmt_sentence_chunks(const char *s, size_t len, int (*fits)(void *arg, const 
     }
     return n;
 }
+
+static int is_ascii_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+int dmt_word_index_at(const char *text, size_t len, size_t pos) {
+    if (pos > len) pos = len;
+    int words = 0;
+    for (size_t i = 0; i < pos; i++)
+        if (!is_ascii_space((unsigned char)text[i]) && (i == 0 || is_ascii_space((unsigned char)text[i - 1]))) words++;
+    if (pos > 0 && pos < len && !is_ascii_space((unsigned char)text[pos - 1]) && !is_ascii_space((unsigned char)text[pos]))
+        words--; /* pos is inside the last word counted */
+    return words;
+}

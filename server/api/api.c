@@ -431,6 +431,21 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         goto fail;
     }
     if ((status = read_options(r, cfg, mcfg, body, err, errlen))) goto fail;
+    json_t *al = json_object_get(body, "alignments");
+    if (al && !json_is_null(al)) {
+        const char *as = json_string_value(al); /* form fields arrive as strings */
+        if (!json_is_boolean(al) && !(as && (!strcmp(as, "true") || !strcmp(as, "false")))) {
+            snprintf(err, errlen, "alignments must be true or false");
+            status = 400;
+            goto fail;
+        }
+        r->alignments = json_is_true(al) || (as && !strcmp(as, "true"));
+        if (r->alignments && format && !strcmp(format, "html")) {
+            snprintf(err, errlen, "alignments are given for format \"text\" only");
+            status = 400;
+            goto fail;
+        }
+    }
     r->same_language = !strcmp(source, target);
     if (format && !strcmp(format, "html")) {
         /* LibreTranslate answers "alternatives": [] for html (its own page always asks
@@ -538,20 +553,71 @@ static json_t *alternatives_of(const dmt_api_request *r, int t, json_t *main_tex
     return alts;
 }
 
+/* The word pairs (source word, target word) of text t and its translation tr
+ * (words split at whitespace, numbered over the whole text: each sentence's own
+ * pairs plus where the sentence and its translation start); *n of them. malloc'd;
+ * NULL when out of memory. */
+static int *word_pairs(const dmt_api_request *r, int t, const char *tr, size_t tr_len, int *n) {
+    const char *text = r->texts[t];
+    size_t pos = 0, o = 0, most = 1;
+    *n = 0;
+    if (r->same_language || r->count[t] == 0) { /* the text itself: word i is word i */
+        int words = dmt_word_index_at(text, r->lens[t], r->lens[t]);
+        int *pairs = malloc(((size_t)words + 1) * 2 * sizeof *pairs);
+        for (int w = 0; pairs && w < words; w++) pairs[2 * w] = pairs[2 * w + 1] = w;
+        if (pairs) *n = words;
+        return pairs;
+    }
+    const dmt_job *jobs = r->work.jobs + r->first[t];
+    const dmt_span *sp = r->spans + r->first[t];
+    for (int i = 0; i < r->count[t]; i++) most += (size_t)jobs[i].out.n_alignment;
+    int *pairs = malloc(most * 2 * sizeof *pairs);
+    for (int i = 0; pairs && i < r->count[t]; i++) { /* as assemble() lays the translation out */
+        const dmt_translate_output *jo = &jobs[i].out;
+        o += sp[i].start - pos;
+        int src0 = dmt_word_index_at(text, r->lens[t], sp[i].start), tgt0 = dmt_word_index_at(tr, tr_len, o);
+        for (int q = 0; q < jo->n_alignment; q++) {
+            pairs[2 * *n] = src0 + jo->alignment[2 * q];
+            pairs[2 * *n + 1] = tgt0 + jo->alignment[2 * q + 1];
+            (*n)++;
+        }
+        o += strlen(jo->texts[0]);
+        pos = sp[i].start + sp[i].len;
+    }
+    return pairs;
+}
+
+/* "alignments": text t's word pairs as [[source word, target word], ...]; NULL when
+ * out of memory. */
+static json_t *alignments_of(const dmt_api_request *r, int t, json_t *out) {
+    int n;
+    int *pairs = word_pairs(r, t, json_string_value(out), json_string_length(out), &n);
+    json_t *list = pairs ? json_array() : NULL;
+    for (int k = 0; list && k < n; k++) json_array_append_new(list, json_pack("[i,i]", pairs[2 * k], pairs[2 * k + 1]));
+    free(pairs);
+    return list;
+}
+
 /* format "html": the translated runs (runs, stolen) put back into each document;
  * a json array with one string a document, or NULL when out of memory. */
 static json_t *html_documents(const dmt_api_request *r, json_t *runs) {
     size_t n = json_array_size(runs);
     const char **tr = calloc(n + 1, sizeof *tr);
     size_t *lens = calloc(n + 1, sizeof *lens);
+    int **pairs = calloc(n + 1, sizeof *pairs), *n_pairs = calloc(n + 1, sizeof *n_pairs), failed = !pairs || !n_pairs;
     json_t *docs = json_array();
     for (size_t i = 0; tr && lens && i < n; i++) {
         tr[i] = json_string_value(json_array_get(runs, i));
         lens[i] = json_string_length(json_array_get(runs, i));
+        /* where each inline element's tags go (html.h) */
+        if (!failed && !r->same_language && !(pairs[i] = word_pairs(r, (int)i, tr[i], lens[i], &n_pairs[i])))
+            failed = 1;
     }
-    for (int d = 0; tr && lens && docs && d < r->n_docs; d++) {
+    for (int d = 0; tr && lens && docs && !failed && d < r->n_docs; d++) {
         size_t len;
-        char *s = r->same_language ? NULL : dmt_html_render(r->html, d, tr, lens, &len);
+        char *s = r->same_language ? NULL
+                                   : dmt_html_render_aligned(r->html, d, tr, lens, (const int *const *)pairs, n_pairs,
+                                                             &len);
         json_t *j = r->same_language ? json_stringn(r->docs[d], r->doc_lens[d]) : s ? json_stringn(s, len) : NULL;
         free(s);
         if (!j || json_array_append_new(docs, j)) {
@@ -559,10 +625,13 @@ static json_t *html_documents(const dmt_api_request *r, json_t *runs) {
             docs = NULL;
         }
     }
-    if (!tr || !lens) {
+    if (!tr || !lens || failed) {
         json_decref(docs);
         docs = NULL;
     }
+    for (size_t i = 0; pairs && i < n; i++) free(pairs[i]);
+    free(pairs);
+    free(n_pairs);
     free(tr);
     free(lens);
     json_decref(runs);
@@ -594,21 +663,24 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
             return dmt_api_error("sentence %d: %s", i - r->first[t] + 1, j->out.error[0] ? j->out.error : "no translation");
         }
     }
-    json_t *texts = json_array(), *alts = json_array();
+    json_t *texts = json_array(), *alts = json_array(), *aligned = json_array();
     for (int t = 0; t < r->n_texts; t++) {
         json_t *s = r->same_language || r->count[t] == 0 ? json_stringn(r->texts[t], r->lens[t]) : assemble(r, t, 0);
         if (!s) {
             json_decref(texts);
             json_decref(alts);
+            json_decref(aligned);
             *status = 500;
             return dmt_api_error("out of memory");
         }
         json_array_append_new(texts, s);
         if (r->alternatives > 0)
             json_array_append_new(alts, r->same_language || r->count[t] == 0 ? json_array() : alternatives_of(r, t, s));
+        if (r->alignments) json_array_append_new(aligned, alignments_of(r, t, s));
     }
     if (r->html && !(texts = html_documents(r, texts))) {
         json_decref(alts);
+        json_decref(aligned);
         *status = 500;
         return dmt_api_error("out of memory");
     }
@@ -626,6 +698,9 @@ json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
         json_decref(texts);
         json_decref(alts);
     }
+    if (r->alignments)
+        json_object_set(res, "alignments", r->is_array ? aligned : json_array_get(aligned, 0));
+    json_decref(aligned);
     /* source "auto": {"language", "confidence"} (an array of them for an array q) */
     int any = 0, n = r->html ? r->n_docs : r->n_texts;
     const char **detected = r->html ? r->doc_detected : r->detected;

@@ -25,6 +25,7 @@ typedef struct {
     int same_language;         /* source == target: echo the input */
     int alternatives;
     int empty_alternatives;    /* format html with alternatives: answered as [] (none computed) */
+    int alignments;            /* "alignments": true: word pairs in the answer (format text) */
     const char **detected;     /* per text, source "auto": a language code, or NULL */
     double *confidence;
     /* format "html": texts[] above are the documents' text runs (html.h); the

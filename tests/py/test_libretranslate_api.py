@@ -171,6 +171,8 @@ def test_answers_match_spec(p):
         ("post", "/translate", {"q": ["Ein Hund.", "Un chat."], "source": "auto", "target": "en"}),
         ("post", "/translate", {"q": "<p>A <b>dog</b>.</p>", "source": "en", "target": "de", "format": "html",
                                 "alternatives": 3}),
+        ("post", "/translate", {"q": "A dog runs. Two cats.", "source": "en", "target": "de", "alignments": True}),
+        ("post", "/translate", {"q": ["A dog.", "", "Two cats."], "source": "en", "target": "de", "alignments": True}),
         ("post", "/translate", {"q": "", "source": "en", "target": "de"}),
         ("post", "/translate", {"q": "A dog.", "source": "xx", "target": "de"}),
         ("post", "/translate", {"q": "x" * 30000, "source": "en", "target": "de"}),
@@ -212,9 +214,36 @@ def test_answers_match_spec(p):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_alignments(p):
+    """"alignments": true (beyond LibreTranslate): per text, [source word, target
+    word] pairs in range, numbered over the whole text; identity where source ==
+    target; a clear 400 for a non-boolean and for format html."""
+    q = "A dog runs on the beach. Two cats sleep."
+    st, h, j = ts.translate(p, q, source="en", target="de", alignments=True)
+    pairs, out = (j.get("alignments"), j.get("translatedText", "")) if isinstance(j, dict) else (None, "")
+    ns, nt = len(q.split()), len(out.split())
+    tap.ok(st == 200 and isinstance(pairs, list) and pairs and
+           all(isinstance(x, list) and len(x) == 2 and 0 <= x[0] < ns and 0 <= x[1] < nt for x in pairs),
+           "alignments: [source word, target word] pairs within both texts' words", f"{st} {j}")
+    st2, _, j2 = ts.translate(p, "Two cats sleep.", source="en", target="de", alignments=True)
+    second = [x for x in pairs or [] if x[0] >= 6]
+    tap.ok(st2 == 200 and second and len(second) == len(j2.get("alignments", [])) and
+           all(x[0] - 6 == y[0] for x, y in zip(second, j2["alignments"])),
+           "the second sentence's pairs are its own, numbered after the first's words", f"{pairs} {j2}")
+    st, h, j = ts.translate(p, ["A dog.", "Two cats sleep."], source="en", target="en", alignments=True)
+    tap.ok(st == 200 and j.get("alignments") == [[[0, 0], [1, 1]], [[0, 0], [1, 1], [2, 2]]],
+           "source == target: each word with itself, one list a text for an array q", f"{j}")
+    st, h, j = ts.translate(p, "A dog.", source="en", target="de")
+    tap.ok(st == 200 and "alignments" not in j, "not asked: no alignments field", f"{j}")
+    st, h, j = ts.translate(p, "A dog.", source="en", target="de", alignments=3)
+    tap.ok(st == 400 and "alignments must be true or false" in ts.error_of(j), "alignments: 3 is a 400", f"{st} {j}")
+    st, h, j = ts.translate(p, "<b>A dog.</b>", source="en", target="de", format="html", alignments=True)
+    tap.ok(st == 400 and "format" in ts.error_of(j), "alignments with format html: a 400 that says why", f"{st} {j}")
+
+
 def main():
-    return ts.run_suite([test_detect, test_auto, test_suggest_settings, test_spec, test_answers_match_spec],
-                        after=[test_keys])
+    return ts.run_suite([test_detect, test_auto, test_suggest_settings, test_spec, test_answers_match_spec,
+                         test_alignments], after=[test_keys])
 
 
 if __name__ == "__main__":

@@ -3,7 +3,19 @@
 what the tool makes from the shared data (reproducible), holds >= 200 sentences a
 direction, each with one balanced tag around a word whose lexicon translation is in
 the reference, and the tags are varied. Skips when ../shared/data/multi30k is absent.
+
+Then the set through the engine (text/html.h: a sentence with inline tags is
+translated once and the tags put around the aligned target words), with the
+shipped model and `deepmt translate --format html`, every sentence its own <p>:
+- the output without its tags equals the sentence's plain translation (the tags
+  change nothing else) in >= 95% of sentences;
+- every tag comes back, once, well formed and balanced;
+- the tag lands on the right target words in >= 80% of the sentences where the
+  right words are known: the plain translation contains one of the tagged word's
+  lexicon translations (the fixture's "lexicon", from the training data), and the
+  tagged span contains it.
 """
+import html
 import json
 import os
 import re
@@ -20,6 +32,55 @@ DATA = os.environ.get("DEEPMT_SHARED", os.path.join(REPO, "..", "shared")) + "/d
 FIX = os.path.join(REPO, "tests", "fixtures", "markup")
 
 
+BIN = os.environ.get("DEEPMT_BIN", os.path.join(REPO, "build", "deepmt"))
+MODEL = os.environ.get("DEEPMT_MODEL", os.path.join(REPO, "models", "default"))
+
+
+def run_cli(args, stdin):
+    r = subprocess.run([BIN, "translate", "-m", MODEL, "-q"] + args, input=stdin.encode(), capture_output=True,
+                       timeout=900)
+    return r.returncode, r.stdout.decode(), r.stderr.decode()
+
+
+def check_placement(pair, rows):
+    target = pair.split("-")[1]
+    rc, plain, err = run_cli(["-t", target], "".join(r["source"] + "\n" for r in rows))
+    plain = plain.splitlines()
+    page = "".join(f"<p>{html.escape(r['tagged'], quote=False).replace('&lt;', '<').replace('&gt;', '>')}</p>\n"
+                   for r in rows)
+    rc2, out, err2 = run_cli(["-t", target, "--format", "html"], page)
+    paras = re.findall(r"<p>(.*?)</p>", out, flags=re.S)
+    if rc or rc2 or len(plain) != len(rows) or len(paras) != len(rows):
+        tap.ok(False, f"{pair}: the tagged set translates", f"{rc} {rc2} {len(plain)} {len(paras)} {err[-300:]} "
+                                                             f"{err2[-300:]}")
+        return
+    same = balanced = known = right = 0
+    misses = []
+    for r, p, t in zip(rows, plain, paras):
+        tag = r["tag"]
+        opens = re.findall(rf"<{tag}\b[^>]*>", t)
+        closes = t.count(f"</{tag}>")
+        m = re.fullmatch(rf"(.*?)<{tag}\b[^>]*>(.*?)</{tag}>(.*)", t, flags=re.S)
+        balanced += len(opens) == 1 and closes == 1 and m is not None and len(re.findall(r"<[^>]+>", t)) == 2
+        stripped = html.unescape(re.sub(r"<[^>]+>", "", t))
+        same += stripped == p
+        lex = [x for x in r["lexicon"] if x in p.lower()]
+        if lex:
+            known += 1
+            inside = html.unescape(m.group(2)).lower() if m else ""
+            hit = any(x in inside for x in lex)
+            right += hit
+            if not hit and len(misses) < 3:
+                misses.append(f"{r['tagged']} -> {t}")
+    n = len(rows)
+    tap.ok(same >= 0.95 * n, f"{pair}: without its tags the output is the plain translation in {same}/{n} "
+                             f"({100 * same / n:.1f}%, >= 95%)")
+    tap.ok(balanced == n, f"{pair}: every tag back once, well formed and balanced: {balanced}/{n}")
+    tap.ok(known >= 100 and right >= 0.8 * known,
+           f"{pair}: the tag on the right target words in {right}/{known} sentences where they are known "
+           f"({100 * right / max(known, 1):.1f}%, >= 80%)", "\n".join(misses))
+
+
 def main():
     for pair in ("en-de", "en-fr"):
         rows = [json.loads(l) for l in open(os.path.join(FIX, f"{pair}.jsonl"), encoding="utf-8")]
@@ -32,6 +93,11 @@ def main():
         tap.ok(len(rows) >= 200 and ok_rows == len(rows) and len({r["tag"] for r in rows}) == 7,
                f"{pair}: {len(rows)} sentences, one balanced tag each, the word's translation in the reference, 7 tags",
                f"{ok_rows} of {len(rows)} well-formed")
+    if os.access(BIN, os.X_OK) and os.path.exists(os.path.join(MODEL, "config.json")):
+        for pair in ("en-de", "en-fr"):
+            check_placement(pair, [json.loads(l) for l in open(os.path.join(FIX, f"{pair}.jsonl"), encoding="utf-8")])
+    else:
+        tap.skip(f"no {BIN} or {MODEL}: tag placement not measured")
     if not os.path.isdir(DATA):
         tap.skip(f"{DATA} absent: the fixture's reproducibility is not checked")
         return tap.done()

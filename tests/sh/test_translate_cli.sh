@@ -123,6 +123,13 @@ if [ -f "$DEF/config.json" ]; then
         "--alignments: every target word aligned, indices in range, dog-Hund and (second sentence) men-Männer" "$(cat "$out")"
     t -m "$DEF" --target de --alignments --nbest 2 --beam 2 </dev/null
     ok "$([ "$rc" = 2 ] && grep -q 'alignments' "$errf"; echo $?)" "--alignments with --nbest 2 refused" "exit $rc: $(cat "$errf")"
+    mkdir "$tmp/badalign"
+    for f in "$DEF"/*; do ln -s "$(pwd)/$f" "$tmp/badalign/"; done
+    rm "$tmp/badalign/config.json"
+    sed 's/"alignment_layer": 1/"alignment_layer": 3/' "$DEF/config.json" >"$tmp/badalign/config.json"
+    echo "A dog." | t -m "$tmp/badalign" --target de
+    ok "$([ "$rc" != 0 ] && grep -q 'alignment_layer 3, but the decoder has 3 layers' "$errf"; echo $?)" \
+        "config.json decoding.alignment_layer past the decoder's layers: refused, said why" "exit $rc: $(cat "$errf")"
 else
     n=$((n + 1)); echo "ok $n - # SKIP no $DEF: --alignments not checked"
 fi
