@@ -401,7 +401,7 @@ if podman kube play "$tmp/k8s.yaml" > "$tmp/kube.log" 2>&1; then
   running=$(podman inspect --format '{{.State.Running}}' "$kc" 2>/dev/null)
   check "kube play: the liveness probe (deepmt probe /health), run 6 times as podman runs it: $healthy healthy, pod still running" \
     test "$healthy" = 6 -a "$running" = true -a "$(in_probe "$kc" /ready)" = 200 \
-      -a "$(grep -c 'deepmt probe /health' <<<"$khc")" = 1
+      -a "$(grep -c '"/usr/local/bin/deepmt","probe","/health"' <<<"$khc")" = 1
   kports=$(podman ps --filter "name=$kc" --format '{{.Ports}}')
   check "kube play publishes the port on 127.0.0.1 only: $kports" \
     bash -c "grep -q '127.0.0.1:5000->5000' <<<'$kports' && ! grep -q '0.0.0.0' <<<'$kports'"
