@@ -8,6 +8,10 @@
   HPA's minReplicas >= 2 keeps two in a cluster);
 - a preStop sleep, and a grace period that covers it plus the queue timeout; the
   documented podman stop timeout equals the grace period.
+- the probes are exec probes (`deepmt probe PATH`) of one-word arguments, which
+  podman kube play runs as they are; translated files on a volume every replica
+  shares (a ReadWriteMany claim; a named volume in compose); ports published on
+  127.0.0.1; nginx re-resolves the replicas (a resolver, no upstream block).
 Static checks (no cluster, no podman: `make docker-test` runs them for real). TAP
 output; skips without python3-yaml.
 """
