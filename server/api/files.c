@@ -584,9 +584,25 @@ static const char *type_of(const char *name) {
     return "application/octet-stream";
 }
 
-/* A shared folder: the result ID of any process, its name in name. 0, or -1 when
- * there is none or it has expired. */
-static int find_on_disk(dmt_files *fs, const char *id, char *name, size_t name_len) {
+/* Is the file "ID.NAME" in the folder a result that has not expired? */
+static int fresh_result(const char *path) {
+    struct stat st;
+    return !lstat(path, &st) && S_ISREG(st.st_mode) && st.st_mtime + FILES_KEEP_SECONDS > time(NULL);
+}
+
+/* A shared folder: the result ID of any process, its name in name. The URL's name
+ * (want, as translatedFileUrl gives it) is looked up directly; without one the
+ * folder is scanned for the id. 0, or -1 when there is none or it has expired. */
+static int find_on_disk(dmt_files *fs, const char *id, const char *want, char *name, size_t name_len) {
+    char path[FILES_PATH_MAX];
+    if (want && *want) {
+        size_t l = strlen(want);
+        if (l >= sizeof ((stored *)0)->name || strspn(want, FILE_NAME_CHARS) != l) return -1;
+        path_of(fs, id, want, path, sizeof path);
+        if (!fresh_result(path)) return -1;
+        snprintf(name, name_len, "%s", want);
+        return 0;
+    }
     DIR *d = opendir(fs->dir);
     if (!d) return -1;
     int rc = -1;
@@ -594,10 +610,9 @@ static int find_on_disk(dmt_files *fs, const char *id, char *name, size_t name_l
         const char *n = e->d_name;
         if (strncmp(n, id, 32) || n[32] != '.' || !n[33] || strspn(n + 33, FILE_NAME_CHARS) != strlen(n + 33))
             continue;
-        char path[600];
-        struct stat st;
-        snprintf(path, sizeof path, "%s/%s", fs->dir, n);
-        if (lstat(path, &st) || !S_ISREG(st.st_mode) || st.st_mtime + FILES_KEEP_SECONDS <= time(NULL)) continue;
+        char found[600];
+        snprintf(found, sizeof found, "%s/%s", fs->dir, n);
+        if (!fresh_result(found)) continue;
         snprintf(name, name_len, "%s", n + 33);
         rc = 0;
     }
@@ -619,7 +634,8 @@ int dmt_files_get(dmt_files *fs, const char *rest, char **data, size_t *len, cha
     if (found >= 0) snprintf(name, name_len, "%s", fs->items[found].name);
     pthread_mutex_unlock(&fs->mu);
     /* another replica's result */
-    if (found < 0 && id[0] && fs->shared && !find_on_disk(fs, id, name, name_len)) found = 0;
+    if (found < 0 && id[0] && fs->shared && !find_on_disk(fs, id, rest[32] ? rest + 33 : NULL, name, name_len))
+        found = 0;
     if (found < 0) {
         snprintf(err, errlen, "no such file (results are kept for %d minutes)", FILES_KEEP_SECONDS / 60);
         return 404;

@@ -395,6 +395,12 @@ def test_shared_folder():
             tap.ok(name in hb.get("content-disposition", ""), f"{name}: the other replica names the file",
                    f"{hb}")
             got[name] = (path, from_a)
+        bare = got["b.docx"][0].rsplit("/", 1)[0]
+        st_id, _, by_id = ts.request(b.port, "GET", bare)
+        st_wrong, _, _ = ts.request(b.port, "GET", bare + "/other.docx")
+        tap.ok(st_id == 200 and by_id == got["b.docx"][1] and st_wrong == 404,
+               "the other replica: by the id alone 200 (the folder is searched), under another name 404",
+               f"{st_id} {st_wrong}")
         files = sorted(os.listdir(shared))
         tap.ok(len(files) == 2 and all(re.fullmatch(r"[0-9a-f]{32}\.(a\.txt|b\.docx)", f) for f in files),
                "the folder holds ID.NAME, one file a result", f"{files}")
