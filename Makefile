@@ -222,7 +222,7 @@ FUZZ         ?=
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP \
-                -I/usr/include/libxml2 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+                $(DOC_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_CXXFLAGS:= -std=c++17 -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)
