@@ -18,11 +18,15 @@ CXX     ?= g++
 BUILD   ?= build
 OPT     ?= -O3 -march=x86-64-v2 -mtune=generic
 SAN     ?=
+# the document libraries (text/documents.c): Debian's shared libzip and libxml2 by
+# default; docker/Dockerfile links static builds of both instead (no ICU, no TLS)
+DOC_CFLAGS ?= -I/usr/include/libxml2
+DOC_LIBS   ?= -lzip -lxml2
 CFLAGS  += -std=c11 -D_GNU_SOURCE $(OPT) -fopenmp -g -Wall -Wextra -Wno-unused-parameter -pthread $(SAN) -I. -MMD -MP \
-           -I/usr/include/libxml2
+           $(DOC_CFLAGS)
 CXXFLAGS+= -std=c++17 $(OPT) -g -Wall -Wextra -pthread $(SAN) -I. -MMD -MP
 LDFLAGS += -pthread -fopenmp $(SAN)
-LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lgumbo -lzip -lxml2 -lstdc++ -lm
+LDLIBS  += -lopenblas -ljansson -lmicrohttpd -lsentencepiece -lcld2 -lgumbo $(DOC_LIBS) -lstdc++ -lm
 PYTHON  ?= /usr/bin/python3
 MODEL   ?= models/default
 PORT    ?= 5000
@@ -218,7 +222,7 @@ FUZZ         ?=
 FUZZ_DIR     := $(BUILD)/fuzz
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_CFLAGS  := -std=c11 -D_GNU_SOURCE -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP \
-                -I/usr/include/libxml2 $(FUZZ_SAN) -fsanitize=fuzzer-no-link
+                $(DOC_CFLAGS) $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_CXXFLAGS:= -std=c++17 -O1 -g -fno-omit-frame-pointer -pthread -I. -MMD -MP $(FUZZ_SAN) -fsanitize=fuzzer-no-link
 FUZZ_SRC     := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:tests/fuzz/%.c=$(FUZZ_DIR)/%)

@@ -9,5 +9,6 @@ int cmd_translate(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_forward(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
 
 #endif

@@ -16,6 +16,7 @@ static const struct {
     {"translate", cmd_translate, "translate sentences from stdin or a file"},
     {"inspect", cmd_inspect, "print a model's config, parameter count, dtype and memory use"},
     {"quantize", cmd_quantize, "write a copy of a model with int8 weights (about a quarter of the F32 size)"},
+    {"probe", cmd_probe, "GET a running server's /health or /ready: exit 0 on 200 (health checks without curl)"},
     {"forward", cmd_forward, "run the network on token ids (JSON in, JSON out): tests, scoring"},
 };
 

@@ -9,8 +9,10 @@ RUN apt-get update \
  && rm -f /etc/nginx/sites-enabled/* \
  && nginx -v
 COPY nginx.conf /etc/nginx/nginx.conf
-# (no `nginx -t` here: the upstream name "deepmt" only resolves on the compose network)
+COPY nginx-entrypoint.sh /usr/local/bin/nginx-entrypoint.sh
+# (no `nginx -t` here: the resolver is written when the container starts, from its
+# /etc/resolv.conf)
 USER www-data
 EXPOSE 8080
 STOPSIGNAL SIGQUIT
-ENTRYPOINT ["nginx", "-e", "stderr", "-g", "daemon off;"]
+ENTRYPOINT ["/usr/local/bin/nginx-entrypoint.sh"]

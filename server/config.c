@@ -72,6 +72,9 @@ static const option options[] = {
     {"request-read-timeout", OPT_INT, F(request_read_timeout_s), 0, 0, 86400, "SEC",
      "a request (headers and body) must arrive within this of the connection opening or of the previous "
      "answer, else the connection is closed (0: no limit) [60]"},
+    {"files-dir", OPT_STR, F(files_dir), sizeof ((dmt_server_config *)0)->files_dir, 0, 0, "DIR",
+     "keep translated files (/translate_file) in this folder, created when missing; replicas that share it "
+     "(a volume) answer each other's downloads [a private folder under $TMPDIR, removed at exit]"},
     {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
      "Access-Control-Allow-Origin on every answer and CORS preflight answers: \"*\" (any origin, as "
      "LibreTranslate), one origin, or off [*]"},

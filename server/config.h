@@ -32,6 +32,7 @@ typedef struct {
     int max_connections;     /* --max-connections */
     int max_connections_per_ip; /* --max-connections-per-ip: 0 = no limit */
     int request_read_timeout_s; /* --request-read-timeout: whole request (headers + body); 0 = none */
+    char files_dir[200];     /* --files-dir: translated files, shared by replicas; "" = a private temp folder */
     char cors_origin[256];   /* --cors-origin: "" = no CORS headers */
     int log_json;            /* --log-format json (else text) */
     char **api_keys;         /* --api-keys FILE / DEEPMT_API_KEYS: NULL = no key needed */

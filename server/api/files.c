@@ -30,6 +30,11 @@
 #define KEY_MAX 1025              /* api_key: keys may be 1,024 bytes (config.c) */
 #define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
 #define FILES_MAX_IN_FLIGHT (256u << 20) /* bytes of uploads being read, queued or translated; 429 beyond */
+#define FILES_PATH_MAX 448        /* the folder (255), "/", the id (32), ".", the name (127) */
+#define FILES_SWEEP_SECONDS 60    /* a shared folder is swept of expired results this often */
+
+/* what a stored file's name may hold (anything else becomes '_') */
+#define FILE_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
 
 typedef struct {
     char id[33];
@@ -41,6 +46,8 @@ typedef struct {
 
 struct dmt_files {
     char dir[256];
+    int shared;                /* --files-dir: other replicas read (and sweep) the folder too */
+    time_t swept;              /* shared: when the folder was last swept of expired results */
     pthread_mutex_t mu;
     stored *items;             /* oldest first */
     int n;
@@ -95,19 +102,45 @@ static void *parser_main(void *arg) {
     return NULL;
 }
 
-dmt_files *dmt_files_new(char *err, size_t errlen) {
-    xmlInitParser(); /* once, before HTTP threads use libxml2 */
-    dmt_files *fs = calloc(1, sizeof *fs);
-    if (!fs) {
-        snprintf(err, errlen, "out of memory");
-        return NULL;
+/* The folder: a private one under $TMPDIR, or dir (created when missing, kept). */
+static int make_dir(dmt_files *fs, const char *dir, char *err, size_t errlen) {
+    if (dir && *dir) {
+        if (strlen(dir) + 80 > sizeof fs->dir) {
+            snprintf(err, errlen, "--files-dir is longer than %zu bytes", sizeof fs->dir - 80);
+            return -1;
+        }
+        snprintf(fs->dir, sizeof fs->dir, "%s", dir);
+        fs->shared = 1;
+        if (mkdir(fs->dir, 0700) && errno != EEXIST) {
+            snprintf(err, errlen, "cannot create --files-dir %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        if (access(fs->dir, W_OK | X_OK)) {
+            snprintf(err, errlen, "cannot write to --files-dir %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        return 0;
     }
     const char *tmp = getenv("TMPDIR");
     snprintf(fs->dir, sizeof fs->dir, "%s/deepmt-files-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    fs->items = calloc(FILES_MAX_STORED, sizeof *fs->items);
-    if (!fs->items || !mkdtemp(fs->dir)) {
+    if (!mkdtemp(fs->dir)) {
         snprintf(err, errlen, "cannot create a folder for translated files in %s: %s", tmp && *tmp ? tmp : "/tmp",
                  strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+dmt_files *dmt_files_new(const char *dir, char *err, size_t errlen) {
+    xmlInitParser(); /* once, before HTTP threads use libxml2 */
+    dmt_files *fs = calloc(1, sizeof *fs);
+    if (fs) fs->items = calloc(FILES_MAX_STORED, sizeof *fs->items);
+    if (!fs || !fs->items) {
+        if (fs) free(fs);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (make_dir(fs, dir, err, errlen)) {
         free(fs->items);
         free(fs);
         return NULL;
@@ -123,6 +156,9 @@ dmt_files *dmt_files_new(char *err, size_t errlen) {
     fs->parser_started = 1;
     return fs;
 }
+
+const char *dmt_files_dir(const dmt_files *fs) { return fs->dir; }
+int dmt_files_shared(const dmt_files *fs) { return fs->shared; }
 
 void dmt_files_stop_parsing(dmt_files *fs) {
     if (!fs || !fs->parser_started) return;
@@ -159,22 +195,47 @@ int dmt_files_parse_async(dmt_files *fs, dmt_file_job *job, void (*parsed)(void 
     return rc;
 }
 
-static void path_of(const dmt_files *fs, const char *id, char *path, size_t cap) {
-    snprintf(path, cap, "%s/%s", fs->dir, id);
+/* A result is the file "ID.NAME" in the folder: any process that shares the
+ * folder finds it by its id alone, and its age (mtime) says when it expires. It is
+ * written as ".part-ID" and renamed, so that no reader sees half a file. */
+static void path_of(const dmt_files *fs, const char *id, const char *name, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s.%s", fs->dir, id, name);
 }
+
+static int is_id(const char *s) { return strspn(s, "0123456789abcdef") == 32; }
 
 /* Drops item i (file and entry). Caller holds mu. */
 static void drop(dmt_files *fs, int i) {
-    char path[320];
-    path_of(fs, fs->items[i].id, path, sizeof path);
+    char path[FILES_PATH_MAX];
+    path_of(fs, fs->items[i].id, fs->items[i].name, path, sizeof path);
     unlink(path);
     fs->bytes -= fs->items[i].size;
     memmove(fs->items + i, fs->items + i + 1, (size_t)(fs->n - i - 1) * sizeof *fs->items);
     fs->n--;
 }
 
+/* A shared folder: removes the results (and parts) of every process that are past
+ * their lifetime, those of a replica that stopped or crashed included. */
+static void sweep(dmt_files *fs, time_t now) {
+    DIR *d = opendir(fs->dir);
+    if (!d) return;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!is_id(e->d_name) && strncmp(e->d_name, ".part-", 6)) continue;
+        char path[600];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", fs->dir, e->d_name);
+        if (!lstat(path, &st) && S_ISREG(st.st_mode) && st.st_mtime + FILES_KEEP_SECONDS <= now) unlink(path);
+    }
+    closedir(d);
+}
+
+/* Caller holds mu. */
 static void expire(dmt_files *fs, time_t now) {
     while (fs->n && fs->items[0].expires <= now) drop(fs, 0);
+    if (fs->shared && now - fs->swept >= FILES_SWEEP_SECONDS) {
+        fs->swept = now;
+        sweep(fs, now);
+    }
 }
 
 void dmt_files_free(dmt_files *fs) {
@@ -182,6 +243,12 @@ void dmt_files_free(dmt_files *fs) {
     dmt_files_stop_parsing(fs);
     pthread_mutex_destroy(&fs->qmu);
     pthread_cond_destroy(&fs->qcond);
+    if (fs->shared) { /* the results stay for their lifetime: other replicas hand them out */
+        pthread_mutex_destroy(&fs->mu);
+        free(fs->items);
+        free(fs);
+        return;
+    }
     pthread_mutex_lock(&fs->mu);
     while (fs->n) drop(fs, 0);
     pthread_mutex_unlock(&fs->mu);
@@ -242,10 +309,7 @@ static enum MHD_Result upload_field(void *cls, enum MHD_ValueKind kind, const ch
             if (slash) base = slash + 1;
             size_t o = 0;
             for (const char *c = base; *c && o + 1 < sizeof u->job->name; c++)
-                u->job->name[o++] = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                                            *c == '.' || *c == '-' || *c == '_'
-                                        ? *c
-                                        : '_';
+                u->job->name[o++] = strchr(FILE_NAME_CHARS, *c) ? *c : '_';
             u->job->name[o] = 0;
         }
         if (u->job->len + size > u->cap) { /* cannot happen: the upload is inside the body */
@@ -453,7 +517,7 @@ json_t *dmt_files_finish(dmt_files *fs, struct MHD_Connection *conn, dmt_file_jo
     size_t n = json_array_size(texts);
     const char **tr = calloc(n + 1, sizeof *tr);
     size_t *tl = calloc(n + 1, sizeof *tl);
-    char err[512] = "", path[320], id[33];
+    char err[512] = "", part[FILES_PATH_MAX], path[FILES_PATH_MAX], id[33];
     json_t *answer = NULL;
     *status = 500;
     if (!tr || !tl || n != (size_t)dmt_doc_count(job->doc)) {
@@ -466,20 +530,22 @@ json_t *dmt_files_finish(dmt_files *fs, struct MHD_Connection *conn, dmt_file_jo
         tl[i] = json_string_length(json_array_get(texts, i));
     }
     random_id(id);
-    path_of(fs, id, path, sizeof path);
-    if (dmt_doc_write(job->doc, tr, tl, path, err, sizeof err)) {
-        unlink(path);
+    snprintf(part, sizeof part, "%s/.part-%s", fs->dir, id);
+    path_of(fs, id, job->name, path, sizeof path);
+    if (dmt_doc_write(job->doc, tr, tl, part, err, sizeof err)) {
+        unlink(part);
         goto out;
     }
     struct stat st;
-    size_t size = stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+    size_t size = stat(part, &st) == 0 ? (size_t)st.st_size : 0;
     const char *owner = job->owner;
     pthread_mutex_lock(&fs->mu);
     int full = room_for(fs, owner, size, err, sizeof err); /* others may have filled it meanwhile */
-    if (full) {
+    if (full || rename(part, path)) {
         pthread_mutex_unlock(&fs->mu);
-        unlink(path);
-        *status = full;
+        if (!full) snprintf(err, sizeof err, "cannot store the translated file: %s", strerror(errno));
+        unlink(part);
+        *status = full ? full : 500;
         goto out;
     }
     stored *s = &fs->items[fs->n++];
@@ -518,6 +584,42 @@ static const char *type_of(const char *name) {
     return "application/octet-stream";
 }
 
+/* Is the file "ID.NAME" in the folder a result that has not expired? */
+static int fresh_result(const char *path) {
+    struct stat st;
+    return !lstat(path, &st) && S_ISREG(st.st_mode) && st.st_mtime + FILES_KEEP_SECONDS > time(NULL);
+}
+
+/* A shared folder: the result ID of any process, its name in name. The URL's name
+ * (want, as translatedFileUrl gives it) is looked up directly; without one the
+ * folder is scanned for the id. 0, or -1 when there is none or it has expired. */
+static int find_on_disk(dmt_files *fs, const char *id, const char *want, char *name, size_t name_len) {
+    char path[FILES_PATH_MAX];
+    if (want && *want) {
+        size_t l = strlen(want);
+        if (l >= sizeof ((stored *)0)->name || strspn(want, FILE_NAME_CHARS) != l) return -1;
+        path_of(fs, id, want, path, sizeof path);
+        if (!fresh_result(path)) return -1;
+        snprintf(name, name_len, "%s", want);
+        return 0;
+    }
+    DIR *d = opendir(fs->dir);
+    if (!d) return -1;
+    int rc = -1;
+    for (struct dirent *e; rc && (e = readdir(d));) {
+        const char *n = e->d_name;
+        if (strncmp(n, id, 32) || n[32] != '.' || !n[33] || strspn(n + 33, FILE_NAME_CHARS) != strlen(n + 33))
+            continue;
+        char found[600];
+        snprintf(found, sizeof found, "%s/%s", fs->dir, n);
+        if (!fresh_result(found)) continue;
+        snprintf(name, name_len, "%s", n + 33);
+        rc = 0;
+    }
+    closedir(d);
+    return rc;
+}
+
 int dmt_files_get(dmt_files *fs, const char *rest, char **data, size_t *len, char *name, size_t name_len,
                   const char **type, char *err, size_t errlen) {
     *data = NULL;
@@ -531,12 +633,15 @@ int dmt_files_get(dmt_files *fs, const char *rest, char **data, size_t *len, cha
         if (!strcmp(fs->items[i].id, id)) found = i;
     if (found >= 0) snprintf(name, name_len, "%s", fs->items[found].name);
     pthread_mutex_unlock(&fs->mu);
+    /* another replica's result */
+    if (found < 0 && id[0] && fs->shared && !find_on_disk(fs, id, rest[32] ? rest + 33 : NULL, name, name_len))
+        found = 0;
     if (found < 0) {
         snprintf(err, errlen, "no such file (results are kept for %d minutes)", FILES_KEEP_SECONDS / 60);
         return 404;
     }
-    char path[320];
-    path_of(fs, id, path, sizeof path);
+    char path[FILES_PATH_MAX];
+    path_of(fs, id, name, path, sizeof path);
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (!f || fstat(fileno(f), &st) || !(*data = malloc((size_t)st.st_size + 1)) ||

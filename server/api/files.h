@@ -5,9 +5,15 @@
  * it shares the queue, the batches and the limits of /translate. The key is
  * checked before the document is parsed, and parsing runs on a thread of its own
  * (one document at a time, at most FILES_MAX_PARSE_QUEUE waiting), so a costly
- * document never holds an HTTP thread. The finished
- * file is kept in a private temporary folder for FILES_KEEP_SECONDS and
- * answered as {"translatedFileUrl": ".../download_file/ID/NAME"}.
+ * document never holds an HTTP thread. The finished file is kept for
+ * FILES_KEEP_SECONDS as the file ID.NAME (ID: 128 random bits) and answered as
+ * {"translatedFileUrl": ".../download_file/ID/NAME"}.
+ *
+ * Where: a private temporary folder (removed at exit), or with --files-dir a folder
+ * that replicas share (a volume): then any replica answers a download, whichever
+ * made the file, by finding ID.NAME there; results outlive the replica that made
+ * them, and every replica sweeps the folder of expired ones. Quotas (per client,
+ * per store) count what this process stored.
  */
 #ifndef DEEPMT_SERVER_API_FILES_H
 #define DEEPMT_SERVER_API_FILES_H
@@ -22,10 +28,14 @@
 typedef struct dmt_files dmt_files;
 typedef struct dmt_file_job dmt_file_job;
 
-/* A fresh private folder under $TMPDIR (or /tmp). NULL with a message. */
-dmt_files *dmt_files_new(char *err, size_t errlen);
-/* Removes every stored file and the folder. */
+/* dir NULL or "": a fresh private folder under $TMPDIR (or /tmp); else that folder,
+ * shared with other replicas (created when missing). NULL with a message. */
+dmt_files *dmt_files_new(const char *dir, char *err, size_t errlen);
+/* A private folder: removes every stored file and the folder. A shared one: leaves
+ * the results for the other replicas to hand out until they expire. */
 void dmt_files_free(dmt_files *fs);
+const char *dmt_files_dir(const dmt_files *fs);
+int dmt_files_shared(const dmt_files *fs);
 
 /* Reads a multipart upload (body of len bytes, conn for its headers): its fields
  * and the file's bytes, checked for size, name and type but not parsed (cheap, on

@@ -721,8 +721,11 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     }
     if (!srv->files) { /* without a writable temporary folder, only /translate_file is off */
         char ferr[512];
-        if (!(srv->files = dmt_files_new(ferr, sizeof ferr)))
-            dmt_server_log(cfg, "file translation is off: %s (set TMPDIR to a writable folder)", ferr);
+        if (!(srv->files = dmt_files_new(cfg->files_dir, ferr, sizeof ferr)))
+            dmt_server_log(cfg, "file translation is off: %s (%s)", ferr,
+                           cfg->files_dir[0] ? "make --files-dir writable" : "set TMPDIR to a writable folder");
+        else if (dmt_files_shared(srv->files))
+            dmt_server_log(cfg, "translated files in %s, shared with other replicas", dmt_files_dir(srv->files));
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;

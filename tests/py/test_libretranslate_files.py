@@ -371,6 +371,67 @@ def test_storage_and_keys():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_shared_folder():
+    """--files-dir: replicas sharing a folder answer each other's downloads (a
+    balancer may send the download anywhere); results outlive the replica that made
+    them; expired ones are 404 and swept by any replica."""
+    tmp = tempfile.mkdtemp(prefix="deepmt-files-shared-")
+    shared = os.path.join(tmp, "results")
+    a = b = c = None
+    try:
+        a = ts.Server("--files-dir", shared)
+        b = ts.Server(env={"DEEPMT_FILES_DIR": shared})
+        tap.ok("shared with other replicas" in a.stderr() and os.path.isdir(shared),
+               "--files-dir creates the folder and says it is shared", a.stderr()[-400:])
+        got = {}
+        for name, data in (("a.txt", b"Hello there. How are you?"), ("b.docx", docx_bytes(DOCX_XML))):
+            st, j = upload(a.port, name, data)
+            path = urllib.parse.urlparse(j["translatedFileUrl"]).path if st == 200 else "/none"
+            st_a, _, from_a = ts.request(a.port, "GET", path)
+            st_b, hb, from_b = ts.request(b.port, "GET", path)
+            tap.ok(st == st_a == st_b == 200 and from_a == from_b and from_b,
+                   f"{name}: made by one replica, downloaded from the other: same bytes",
+                   f"{st} {st_a} {st_b} {path}")
+            tap.ok(name in hb.get("content-disposition", ""), f"{name}: the other replica names the file",
+                   f"{hb}")
+            got[name] = (path, from_a)
+        bare = got["b.docx"][0].rsplit("/", 1)[0]
+        st_id, _, by_id = ts.request(b.port, "GET", bare)
+        st_wrong, _, _ = ts.request(b.port, "GET", bare + "/other.docx")
+        tap.ok(st_id == 200 and by_id == got["b.docx"][1] and st_wrong == 404,
+               "the other replica: by the id alone 200 (the folder is searched), under another name 404",
+               f"{st_id} {st_wrong}")
+        files = sorted(os.listdir(shared))
+        tap.ok(len(files) == 2 and all(re.fullmatch(r"[0-9a-f]{32}\.(a\.txt|b\.docx)", f) for f in files),
+               "the folder holds ID.NAME, one file a result", f"{files}")
+        unknown = "/download_file/" + "0" * 32 + "/a.txt"
+        st, _, _ = ts.request(b.port, "GET", unknown)
+        st2, _, _ = ts.request(b.port, "GET", got["a.txt"][0][:-len("a.txt")] + "../../etc/passwd")
+        tap.ok(st == 404 and st2 in (200, 404), "an unknown id is 404 on every replica", f"{st} {st2}")
+        rc = a.stop()
+        a = None
+        st, _, again = ts.request(b.port, "GET", got["b.docx"][0])
+        tap.ok(rc == 0 and st == 200 and again == got["b.docx"][1] and len(os.listdir(shared)) == 2,
+               "the replica that made them stops: its results stay and the other replica serves them",
+               f"rc {rc} {st} {os.listdir(shared)}")
+        old = os.path.join(shared, [f for f in os.listdir(shared) if f.endswith("a.txt")][0])
+        os.utime(old, (os.path.getmtime(old) - 1801, os.path.getmtime(old) - 1801))
+        st, _, _ = ts.request(b.port, "GET", got["a.txt"][0])
+        tap.ok(st == 404, "a result older than 30 minutes is 404 from a replica that did not make it", f"{st}")
+        c = ts.Server("--files-dir", shared)
+        ts.request(c.port, "GET", unknown)  # a new replica sweeps on its first look
+        tap.ok(not os.path.exists(old) and len(os.listdir(shared)) == 1,
+               "any replica sweeps expired results from the shared folder", f"{os.listdir(shared)}")
+        rcb, rcc = b.stop(), c.stop()
+        b = c = None
+        tap.ok(rcb == rcc == 0 and os.path.isdir(shared), "shutdown leaves a shared folder in place", f"{rcb} {rcc}")
+    finally:
+        for s in (a, b, c):
+            if s:
+                s.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def test_no_tmpdir():
     srv = ts.Server(env={"TMPDIR": "/nonexistent/deepmt-no-such-dir"})
     st, h, j = ts.jreq(srv.port, "GET", "/frontend/settings")
@@ -385,7 +446,7 @@ def test_no_tmpdir():
 
 def main():
     return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget, test_security_headers],
-                        after=[test_storage_and_keys, test_no_tmpdir, test_refused_documents_free_their_memory,
+                        after=[test_storage_and_keys, test_shared_folder, test_no_tmpdir, test_refused_documents_free_their_memory,
                                test_key_before_parsing, test_results_not_evicted])
 
 
