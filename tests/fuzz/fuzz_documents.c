@@ -81,6 +81,24 @@ static void check_html(const char *text, size_t len, const char *shape) {
     REQUIRE(h2, "the rendered HTML does not parse again: %s", err);
     dmt_html_free(h2);
     free(out);
+    /* again with word alignments (text/html.h: inline tags placed by them), some out of
+     * range, from the input's bytes: the result is still valid UTF-8 and parses */
+    int pairs[32], np = len ? 16 : 0;
+    for (int k = 0; k < 2 * np; k++) pairs[k] = (int)((unsigned char)text[(size_t)k % len] * 7u + (unsigned)k) % 13 - 2;
+    const int **pp = calloc((size_t)n + 1, sizeof *pp);
+    int *npp = calloc((size_t)n + 1, sizeof *npp);
+    REQUIRE(pp && npp, "out of memory");
+    for (int i = 0; i < n; i++) pp[i] = pairs, npp[i] = np;
+    out = dmt_html_render_aligned(h, 0, tr, tl, pp, npp, &out_len);
+    REQUIRE(out, "dmt_html_render_aligned failed");
+    REQUIRE(dmt_utf8_validate(out, out_len, NULL), "the rendered HTML (aligned) is not valid UTF-8");
+    again[0] = out;
+    h2 = dmt_html_prepare(again, &out_len, 1, 1000000, err, sizeof err);
+    REQUIRE(h2, "the rendered HTML (aligned) does not parse again: %s", err);
+    dmt_html_free(h2);
+    free(out);
+    free(pp);
+    free(npp);
     free(tr);
     free(tl);
     dmt_html_free(h);
