@@ -72,6 +72,9 @@ static const option options[] = {
     {"request-read-timeout", OPT_INT, F(request_read_timeout_s), 0, 0, 86400, "SEC",
      "a request (headers and body) must arrive within this of the connection opening or of the previous "
      "answer, else the connection is closed (0: no limit) [60]"},
+    {"max-file-memory", OPT_SIZE, F(max_file_memory), 0, 1024, 1L << 40, "BYTES",
+     "bytes of uploaded documents being parsed, queued or translated at once; an upload beyond it gets 429 "
+     "(k/M/G suffixes) [256M]"},
     {"files-dir", OPT_STR, F(files_dir), sizeof ((dmt_server_config *)0)->files_dir, 0, 0, "DIR",
      "keep translated files (/translate_file) in this folder, created when missing; replicas that share it "
      "(a volume) answer each other's downloads [a private folder under $TMPDIR, removed at exit]"},
@@ -98,6 +101,7 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->max_request_cost = 1000000;
     c->batching = 1;
     c->max_body_bytes = 1 << 20;
+    c->max_file_memory = (size_t)256 << 20;
     c->max_chars = 20000;
     c->max_sentences = 512;
     c->max_queue = 4096;

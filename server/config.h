@@ -32,6 +32,7 @@ typedef struct {
     int max_connections;     /* --max-connections */
     int max_connections_per_ip; /* --max-connections-per-ip: 0 = no limit */
     int request_read_timeout_s; /* --request-read-timeout: whole request (headers + body); 0 = none */
+    size_t max_file_memory;  /* --max-file-memory: bytes of documents in flight */
     char files_dir[200];     /* --files-dir: translated files, shared by replicas; "" = a private temp folder */
     char cors_origin[256];   /* --cors-origin: "" = no CORS headers */
     int log_json;            /* --log-format json (else text) */

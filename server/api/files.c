@@ -29,7 +29,6 @@
 #define FIELD_MAX 256             /* source, target */
 #define KEY_MAX 1025              /* api_key: keys may be 1,024 bytes (config.c) */
 #define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
-#define FILES_MAX_IN_FLIGHT (256u << 20) /* bytes of uploads being read, queued or translated; 429 beyond */
 #define FILES_PATH_MAX 448        /* the folder (255), "/", the id (32), ".", the name (127) */
 #define FILES_SWEEP_SECONDS 60    /* a shared folder is swept of expired results this often */
 
@@ -60,6 +59,7 @@ struct dmt_files {
     dmt_file_job *head, *tail; /* waiting to be parsed, oldest first */
     int queued, stop;
     size_t in_flight;          /* bytes of the uploads of every job alive (under qmu) */
+    size_t max_in_flight;      /* --max-file-memory: 429 beyond it */
 };
 
 struct dmt_file_job {
@@ -131,7 +131,7 @@ static int make_dir(dmt_files *fs, const char *dir, char *err, size_t errlen) {
     return 0;
 }
 
-dmt_files *dmt_files_new(const char *dir, char *err, size_t errlen) {
+dmt_files *dmt_files_new(const char *dir, size_t max_in_flight, char *err, size_t errlen) {
     xmlInitParser(); /* once, before HTTP threads use libxml2 */
     dmt_files *fs = calloc(1, sizeof *fs);
     if (fs) fs->items = calloc(FILES_MAX_STORED, sizeof *fs->items);
@@ -145,6 +145,7 @@ dmt_files *dmt_files_new(const char *dir, char *err, size_t errlen) {
         free(fs);
         return NULL;
     }
+    fs->max_in_flight = max_in_flight;
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->qmu, NULL);
     pthread_cond_init(&fs->qcond, NULL);
@@ -376,15 +377,15 @@ int dmt_files_receive(dmt_files *fs, struct MHD_Connection *conn, const char *bo
     /* the memory of documents in flight is bounded: a job keeps its upload and its
      * texts until it is answered */
     pthread_mutex_lock(&fs->qmu);
-    int full = fs->in_flight + job->len > FILES_MAX_IN_FLIGHT;
+    int full = fs->in_flight + job->len > fs->max_in_flight;
     if (!full) {
         fs->in_flight += job->len;
         job->fs = fs;
     }
     pthread_mutex_unlock(&fs->qmu);
     if (full) {
-        snprintf(err, errlen, "too many requests: %u MiB of documents are being translated; try again shortly",
-                 FILES_MAX_IN_FLIGHT >> 20);
+        snprintf(err, errlen, "too many requests: %zu KiB of documents are being translated (--max-file-memory); "
+                 "try again shortly", fs->max_in_flight >> 10);
         status = 429;
         goto fail;
     }

@@ -30,7 +30,7 @@ typedef struct dmt_file_job dmt_file_job;
 
 /* dir NULL or "": a fresh private folder under $TMPDIR (or /tmp); else that folder,
  * shared with other replicas (created when missing). NULL with a message. */
-dmt_files *dmt_files_new(const char *dir, char *err, size_t errlen);
+dmt_files *dmt_files_new(const char *dir, size_t max_in_flight, char *err, size_t errlen);
 /* A private folder: removes every stored file and the folder. A shared one: leaves
  * the results for the other replicas to hand out until they expire. */
 void dmt_files_free(dmt_files *fs);

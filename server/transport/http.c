@@ -721,7 +721,7 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
     }
     if (!srv->files) { /* without a writable temporary folder, only /translate_file is off */
         char ferr[512];
-        if (!(srv->files = dmt_files_new(cfg->files_dir, ferr, sizeof ferr)))
+        if (!(srv->files = dmt_files_new(cfg->files_dir, cfg->max_file_memory, ferr, sizeof ferr)))
             dmt_server_log(cfg, "file translation is off: %s (%s)", ferr,
                            cfg->files_dir[0] ? "make --files-dir writable" : "set TMPDIR to a writable folder");
         else if (dmt_files_shared(srv->files))

@@ -14,7 +14,9 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
+import threading
 import tempfile
 import urllib.parse
 import uuid
@@ -347,6 +349,37 @@ def test_results_not_evicted():
     srv.stop()
 
 
+def test_in_flight_bound():
+    """--max-file-memory bounds the bytes of documents being parsed, queued or
+    translated: two 60 KB uploads at once against 100k: one is translated, the other
+    gets 429 with a message; once the first is done, another upload is taken."""
+    srv = ts.Server("--max-file-memory", "100k", "--workers", "1", "--max-chars", "100000", "--max-sentences", "2000")
+    p = srv.port
+    text = "".join(f"A man number {i} rides a red bike down a long and busy street in the old city.\n"
+                   for i in range(760)).encode()
+    results = [None, None]
+
+    def send(k):
+        results[k] = upload(p, f"big{k}.txt", text)
+    threads = [threading.Thread(target=send, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    statuses = sorted(r[0] for r in results)
+    refused = [r[1] for r in results if r[0] == 429]
+    tap.ok(len(text) > 50000 and statuses == [200, 429] and refused and "max-file-memory" in refused[0].get("error", ""),
+           "two 60 KB uploads at once, --max-file-memory 100k: one translated, one 429 that names the limit",
+           f"{len(text)} bytes, {results}")
+    st, j = upload(p, "after.txt", text)
+    tap.ok(st == 200, "once it is done, the memory is free again: the next upload is taken", f"{st} {j}")
+    srv.stop()
+    r = subprocess.run([ts.BIN, "serve", "--model", ts.MODEL, "--port", "0", "--max-file-memory", "12"],
+                       capture_output=True, timeout=30)
+    tap.ok(r.returncode == 2 and b"--max-file-memory" in r.stderr, "--max-file-memory below 1k is refused",
+           f"{r.returncode} {r.stderr[-300:]!r}")
+
+
 def test_storage_and_keys():
     tmp = tempfile.mkdtemp(prefix="deepmt-files-test-")
     try:
@@ -447,7 +480,7 @@ def test_no_tmpdir():
 def main():
     return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget, test_security_headers],
                         after=[test_storage_and_keys, test_shared_folder, test_no_tmpdir, test_refused_documents_free_their_memory,
-                               test_key_before_parsing, test_results_not_evicted])
+                               test_key_before_parsing, test_results_not_evicted, test_in_flight_bound])
 
 
 if __name__ == "__main__":
