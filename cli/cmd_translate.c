@@ -694,7 +694,14 @@ static int translate_document(dmt_pool *pool, job *J, const char *path, const ch
             if (lines[i].out) tr[i] = lines[i].out, tl[i] = strlen(lines[i].out);
         }
     }
-    if (dmt_doc_write(d, tr, tl, out_path, err, sizeof err)) {
+    const int **pairs = lines ? calloc((size_t)n + 1, sizeof *pairs) : NULL; /* runs keep their words (documents.h) */
+    int *n_pairs = pairs ? calloc((size_t)n + 1, sizeof *n_pairs) : NULL;
+    for (int i = 0; n_pairs && i < n; i++)
+        if (lines[i].out) pairs[i] = lines[i].pairs, n_pairs[i] = lines[i].n_pairs;
+    int wrote = dmt_doc_write_aligned(d, tr, tl, n_pairs ? pairs : NULL, n_pairs, out_path, err, sizeof err);
+    free(pairs);
+    free(n_pairs);
+    if (wrote) {
         fprintf(stderr, "deepmt translate: %s: %s\n", out_path, err);
         goto out;
     }

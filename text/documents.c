@@ -39,6 +39,7 @@ typedef struct {
     char *text;
     size_t len;
     xmlNodePtr *nodes; /* docx/odt: the XML text nodes the paragraph's text came from */
+    size_t *node_at;   /* where each one's text starts in text */
     int n_nodes, cap_nodes;
     char *head;        /* srt: the number and timing lines, line ends included */
 } piece;
@@ -234,13 +235,16 @@ static void add_node(walk_state *w, piece *p, xmlNodePtr n) {
     if (p->n_nodes == p->cap_nodes) {
         int cap = p->cap_nodes ? 2 * p->cap_nodes : 8;
         xmlNodePtr *v = realloc(p->nodes, (size_t)cap * sizeof *v);
-        if (!v) {
+        if (v) p->nodes = v;
+        size_t *at = v ? realloc(p->node_at, (size_t)cap * sizeof *at) : NULL;
+        if (!v || !at) {
             w->failed = 1;
             return;
         }
-        p->nodes = v;
+        p->node_at = at;
         p->cap_nodes = cap;
     }
+    p->node_at[p->n_nodes] = w->len;
     p->nodes[p->n_nodes++] = n;
     const char *c = (const char *)n->content;
     if (c) append(w, c, strlen(c));
@@ -290,6 +294,7 @@ static void walk(walk_state *w, xmlNodePtr n) {
                 p->len = w->len;
             } else { /* nothing to translate: forget it */
                 free(p->nodes);
+                free(p->node_at);
                 w->d->n--;
             }
         }
@@ -462,12 +467,14 @@ out:
     return rc;
 }
 
-static int write_dom(dmt_doc *d, const char *const *tr, const size_t *tl, const char *path, char *err,
-                     size_t errlen);
+static int write_dom(dmt_doc *d, const char *const *tr, const size_t *tl, const int *const *pairs,
+                     const int *n_pairs, const char *path, char *err, size_t errlen);
 
 static void drop_dom(dmt_doc *d) {
     for (int i = 0; i < d->n; i++) {
         free(d->p[i].nodes);
+        free(d->p[i].node_at);
+        d->p[i].node_at = NULL;
         d->p[i].nodes = NULL;
         d->p[i].n_nodes = d->p[i].cap_nodes = 0;
     }
@@ -477,8 +484,8 @@ static void drop_dom(dmt_doc *d) {
     }
 }
 
-static int write_zip(dmt_doc *queued, const char *const *tr, const size_t *tl, const char *path, char *err,
-                     size_t errlen) {
+static int write_zip(dmt_doc *queued, const char *const *tr, const size_t *tl, const int *const *pairs,
+                     const int *n_pairs, const char *path, char *err, size_t errlen) {
     /* The queued document kept its texts only (its DOM, several times the XML, was
      * dropped after reading): the archive is read again, which walks the same
      * paragraphs in the same order, and the translations go into that DOM. */
@@ -495,20 +502,106 @@ static int write_zip(dmt_doc *queued, const char *const *tr, const size_t *tl, c
         dmt_doc_free(d);
         return -1;
     }
-    int rc = write_dom(d, tr, tl, path, err, errlen);
+    int rc = write_dom(d, tr, tl, pairs, n_pairs, path, err, errlen);
     dmt_doc_free(d);
     return rc;
 }
 
-static int write_dom(dmt_doc *d, const char *const *tr, const size_t *tl, const char *path, char *err,
-                     size_t errlen) {
-    for (int i = 0; i < d->n; i++) {
-        piece *p = &d->p[i];
+static int is_ws(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* Words of s[0..n) split at whitespace: starts (and ends); the count. */
+static int word_bounds(const char *s, size_t n, size_t *start, size_t *end) {
+    int w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (is_ws(s[i])) continue;
+        if (start) start[w] = i;
+        while (i < n && !is_ws(s[i])) i++;
+        if (end) end[w] = i;
+        w++;
+    }
+    return w;
+}
+
+/* Which of paragraph p's text nodes each word of its translation tr goes into:
+ * into *node (nt entries), non-decreasing, so that the nodes keep their order and
+ * each holds a stretch of the translation; chosen to agree best with the word
+ * alignment (pairs: n_pairs (source word, target word)), so a bold run gets the
+ * words aligned to its own. The number of target words, or -1 (out of memory, or
+ * too large to weigh: the caller puts everything in the first node). */
+static int assign_words(const piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs, int **node_of) {
+    int nt = word_bounds(tr, tl, NULL, NULL), ns = word_bounds(p->text, p->len, NULL, NULL), nn = p->n_nodes;
+    if (nt == 0 || nn < 2 || (long)nt * nn > 1000000) return -1;
+    size_t *ss = malloc(((size_t)ns + 1) * sizeof *ss);
+    int *src_node = malloc(((size_t)ns + 1) * sizeof *src_node), *score = calloc((size_t)nt * nn, sizeof *score);
+    int *best = malloc((size_t)nt * nn * sizeof *best), *from = malloc((size_t)nt * nn * sizeof *from);
+    int *out = malloc((size_t)nt * sizeof *out);
+    int rc = -1;
+    if (!ss || !src_node || !score || !best || !from || !out) goto done;
+    word_bounds(p->text, p->len, ss, NULL);
+    for (int w = 0, k = 0; w < ns; w++) { /* the node a source word starts in */
+        while (k + 1 < nn && p->node_at[k + 1] <= ss[w]) k++;
+        src_node[w] = k;
+    }
+    for (int q = 0; q < n_pairs; q++)
+        if (pairs[2 * q] >= 0 && pairs[2 * q] < ns && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt)
+            score[(size_t)pairs[2 * q + 1] * nn + src_node[pairs[2 * q]]]++;
+    /* best[w][k]: the most agreements of words 0..w with word w in node k */
+    for (int w = 0; w < nt; w++) {
+        int run = -1, arg = 0;
+        for (int k = 0; k < nn; k++) {
+            if (w > 0 && best[(size_t)(w - 1) * nn + k] >= run) run = best[(size_t)(w - 1) * nn + k], arg = k;
+            best[(size_t)w * nn + k] = score[(size_t)w * nn + k] + (w > 0 ? run : 0);
+            from[(size_t)w * nn + k] = arg;
+        }
+    }
+    int k = 0;
+    for (int j = 1; j < nn; j++)
+        if (best[(size_t)(nt - 1) * nn + j] > best[(size_t)(nt - 1) * nn + k]) k = j;
+    for (int w = nt - 1; w >= 0; w--) {
+        out[w] = k;
+        k = from[(size_t)w * nn + k];
+    }
+    *node_of = out;
+    out = NULL;
+    rc = nt;
+done:
+    free(ss); free(src_node); free(score); free(best); free(from); free(out);
+    return rc;
+}
+
+/* Paragraph p's text nodes get the translation tr: by the alignment, each node the
+ * stretch of words aligned to its own (assign_words), spaces after a word staying
+ * with it; without one, all of it in the first node (keeping its run's formatting)
+ * and the others emptied. Every element stays; only text moves. */
+static void put_translation(dmt_doc *d, piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs) {
+    int *node_of = NULL, nt = pairs && n_pairs > 0 ? assign_words(p, tr, tl, pairs, n_pairs, &node_of) : -1;
+    size_t *ts = nt > 0 ? malloc((size_t)nt * sizeof *ts) : NULL;
+    if (nt <= 0 || !ts) {
         for (int k = 0; k < p->n_nodes; k++)
-            xmlNodeSetContentLen(p->nodes[k], (const xmlChar *)(k ? "" : tr[i]), k ? 0 : (int)tl[i]);
+            xmlNodeSetContentLen(p->nodes[k], (const xmlChar *)(k ? "" : tr), k ? 0 : (int)tl);
         /* Word drops a run's edge spaces unless told to keep them */
         if (d->kind == DMT_DOC_DOCX && p->n_nodes) xmlNodeSetSpacePreserve(p->nodes[0]->parent, 1);
+        free(node_of);
+        free(ts);
+        return;
     }
+    word_bounds(tr, tl, ts, NULL);
+    for (int k = 0, w = 0; k < p->n_nodes; k++) {
+        size_t from = w < nt && node_of[w] == k ? (w == 0 ? 0 : ts[w]) : 0, to = from;
+        int has = w < nt && node_of[w] == k;
+        while (w < nt && node_of[w] == k) w++;
+        if (has) to = w < nt ? ts[w] : tl;
+        xmlNodeSetContentLen(p->nodes[k], (const xmlChar *)(has ? tr + from : ""), has ? (int)(to - from) : 0);
+        if (d->kind == DMT_DOC_DOCX && has) xmlNodeSetSpacePreserve(p->nodes[k]->parent, 1);
+    }
+    free(node_of);
+    free(ts);
+}
+
+static int write_dom(dmt_doc *d, const char *const *tr, const size_t *tl, const int *const *pairs,
+                     const int *n_pairs, const char *path, char *err, size_t errlen) {
+    for (int i = 0; i < d->n; i++)
+        put_translation(d, &d->p[i], tr[i], tl[i], pairs ? pairs[i] : NULL, n_pairs ? n_pairs[i] : 0);
     xmlChar *out[DOC_MAX_PARTS] = {0};
     int out_len[DOC_MAX_PARTS] = {0}, ok = 1;
     for (int k = 0; k < d->n_parts; k++) {
@@ -588,7 +681,12 @@ const char *dmt_doc_text(const dmt_doc *d, int i, size_t *len) {
 int dmt_doc_is_html(const dmt_doc *d) { return d->kind == DMT_DOC_HTML; }
 
 int dmt_doc_write(dmt_doc *d, const char *const *tr, const size_t *tl, const char *path, char *err, size_t errlen) {
-    if (d->kind == DMT_DOC_DOCX || d->kind == DMT_DOC_ODT) return write_zip(d, tr, tl, path, err, errlen);
+    return dmt_doc_write_aligned(d, tr, tl, NULL, NULL, path, err, errlen);
+}
+
+int dmt_doc_write_aligned(dmt_doc *d, const char *const *tr, const size_t *tl, const int *const *pairs,
+                          const int *n_pairs, const char *path, char *err, size_t errlen) {
+    if (d->kind == DMT_DOC_DOCX || d->kind == DMT_DOC_ODT) return write_zip(d, tr, tl, pairs, n_pairs, path, err, errlen);
     FILE *f = fopen(path, "wb");
     int rc = -1;
     if (f) {

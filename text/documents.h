@@ -13,8 +13,11 @@
  * A .docx or .odt keeps only its texts while it waits for translation (its DOM,
  * several times its XML, is dropped after reading); dmt_doc_write reads the archive
  * again. A paragraph is translated whole even when formatting splits it into runs;
- * the translation goes into its first run (keeping that run's formatting) and
- * the other runs are emptied, so every element stays, only the text moves.
+ * with a word alignment (dmt_doc_write_aligned) each run gets the stretch of the
+ * translation aligned to its own words, in the runs' order (so bold stays on the
+ * translated bold words, unless the translation reorders them past their
+ * neighbours); without one, the translation goes into the first run. Every
+ * element stays, only the text moves.
  */
 #ifndef DEEPMT_TEXT_DOCUMENTS_H
 #define DEEPMT_TEXT_DOCUMENTS_H
@@ -39,6 +42,12 @@ int dmt_doc_is_html(const dmt_doc *d);                        /* translate as fo
 /* Writes the file with text i replaced by tr[i] to path. 0, or -1 with a message. */
 int dmt_doc_write(dmt_doc *d, const char *const *tr, const size_t *tr_lens, const char *path, char *err,
                   size_t errlen);
+/* The same, with each text's word alignment: n_pairs[i] pairs (text word,
+ * translation word) in pairs[i], words split at whitespace, from 0 (NULL: none).
+ * A .docx/.odt paragraph's runs then get the words aligned to their own (bold
+ * stays on the words it was on), in the runs' order. */
+int dmt_doc_write_aligned(dmt_doc *d, const char *const *tr, const size_t *tr_lens, const int *const *pairs,
+                          const int *n_pairs, const char *path, char *err, size_t errlen);
 void dmt_doc_free(dmt_doc *d);
 
 #endif

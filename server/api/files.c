@@ -425,6 +425,7 @@ int dmt_file_job_request(dmt_file_job *job, json_t **request, char *err, size_t 
     if (job->target[0]) json_object_set_new(req, "target", json_string(job->target));
     if (job->has_api_key) json_object_set_new(req, "api_key", json_string(job->api_key));
     if (dmt_doc_is_html(job->doc)) json_object_set_new(req, "format", json_string("html"));
+    else json_object_set_new(req, "alignments", json_true()); /* a paragraph's runs keep their words (documents.h) */
     if (json_array_size(q) != (size_t)dmt_doc_count(job->doc)) { /* a text jansson refused: not UTF-8 */
         json_decref(req);
         snprintf(err, errlen, "the file's text is not valid UTF-8");
@@ -526,14 +527,30 @@ json_t *dmt_files_finish(dmt_files *fs, struct MHD_Connection *conn, dmt_file_jo
                  dmt_doc_count(job->doc));
         goto out;
     }
+    json_t *aligned = json_object_get(result, "alignments");
+    int **pairs = json_array_size(aligned) == n ? calloc(n + 1, sizeof *pairs) : NULL;
+    int *n_pairs = pairs ? calloc(n + 1, sizeof *n_pairs) : NULL;
     for (size_t i = 0; i < n; i++) {
         tr[i] = json_string_value(json_array_get(texts, i));
         tl[i] = json_string_length(json_array_get(texts, i));
+        json_t *list = json_array_get(aligned, i);
+        size_t np = json_array_size(list);
+        if (!n_pairs || !np || !(pairs[i] = malloc(np * 2 * sizeof **pairs))) continue;
+        for (size_t q = 0; q < np; q++) {
+            pairs[i][2 * q] = (int)json_integer_value(json_array_get(json_array_get(list, q), 0));
+            pairs[i][2 * q + 1] = (int)json_integer_value(json_array_get(json_array_get(list, q), 1));
+        }
+        n_pairs[i] = (int)np;
     }
     random_id(id);
     snprintf(part, sizeof part, "%s/.part-%s", fs->dir, id);
     path_of(fs, id, job->name, path, sizeof path);
-    if (dmt_doc_write(job->doc, tr, tl, part, err, sizeof err)) {
+    int wrote = dmt_doc_write_aligned(job->doc, tr, tl, n_pairs ? (const int *const *)pairs : NULL, n_pairs, part, err,
+                                      sizeof err);
+    for (size_t i = 0; pairs && i < n; i++) free(pairs[i]);
+    free(pairs);
+    free(n_pairs);
+    if (wrote) {
         unlink(part);
         goto out;
     }

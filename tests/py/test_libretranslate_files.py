@@ -146,8 +146,10 @@ def test_docx(p):
     pa, pb = paragraphs(a, W, ["p"]), paragraphs(b, W, ["p"])
     runs = [[t.text or "" for t in q.iter(f"{{{W}}}t")] for q in pb]
     tap.ok(len(pa) == len(pb) == 5, ".docx: same number of paragraphs", f"{len(pa)} {len(pb)}")
-    tap.ok(runs[1][0] and runs[1][1] == "" and runs[1][2] == "" and "riding" not in runs[1][0],
-           ".docx: a paragraph split over three runs is translated whole into its first run", f"{runs[1]}")
+    whole = "".join(runs[1])
+    tap.ok(runs[1][0] and whole.strip() and "riding" not in whole and len(runs[1]) == 3,
+           ".docx: a paragraph split over three runs is translated whole, its words spread over the runs in order "
+           "by the alignment (tests/py/test_markup_fixture.py measures where bold lands)", f"{runs[1]}")
     tap.ok(runs[0][0] != "Two dogs play" and runs[3][0] != "A cat & a dog." and runs[2] == ["12 345"],
            ".docx: text paragraphs translated, one without letters kept", f"{runs}")
 

@@ -46,6 +46,7 @@ def check_placement(pair, rows):
     target = pair.split("-")[1]
     rc, plain, err = run_cli(["-t", target], "".join(r["source"] + "\n" for r in rows))
     plain = plain.splitlines()
+    check_docx_runs(pair, rows, plain)
     page = "".join(f"<p>{html.escape(r['tagged'], quote=False).replace('&lt;', '<').replace('&gt;', '>')}</p>\n"
                    for r in rows)
     rc2, out, err2 = run_cli(["-t", target, "--format", "html"], page)
@@ -79,6 +80,52 @@ def check_placement(pair, rows):
     tap.ok(known >= 100 and right >= 0.8 * known,
            f"{pair}: the tag on the right target words in {right}/{known} sentences where they are known "
            f"({100 * right / max(known, 1):.1f}%, >= 80%)", "\n".join(misses))
+
+
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+
+
+def check_docx_runs(pair, rows, plain_of):
+    """The set as a .docx, the tagged word in a bold run between two plain ones:
+    after `deepmt translate FILE`, the bold run holds the word's translation in
+    >= 80% of the sentences where the plain translation has it (the runs keep their
+    order, so a translation that moves the word past its neighbours may miss)."""
+    import io
+    import tempfile
+    import xml.etree.ElementTree as ET
+    import zipfile
+    target = pair.split("-")[1]
+
+    def run(text, bold=False):
+        props = "<w:rPr><w:b/></w:rPr>" if bold else ""
+        return f'<w:r>{props}<w:t xml:space="preserve">{html.escape(text, quote=False)}</w:t></w:r>'
+    paras = []
+    for r in rows:
+        m = re.fullmatch(r"(.*?)<[a-z]+[^>]*>(.*?)</[a-z]+>(.*)", r["tagged"], flags=re.S)
+        paras.append(f"<w:p>{run(m.group(1))}{run(m.group(2), True)}{run(m.group(3))}</w:p>")
+    doc = f'<?xml version="1.0" encoding="UTF-8"?><w:document xmlns:w="{W}"><w:body>{"".join(paras)}</w:body></w:document>'
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "set.docx"), os.path.join(d, f"set.{target}.docx")
+        with zipfile.ZipFile(src, "w") as z:
+            z.writestr("[Content_Types].xml", "<Types/>")
+            z.writestr("word/document.xml", doc)
+        r = subprocess.run([BIN, "translate", "-m", MODEL, "-t", target, "-q", src, "-o", out], capture_output=True,
+                           timeout=900)
+        if r.returncode or not os.path.exists(out):
+            tap.ok(False, f"{pair}: the .docx set translates", r.stderr.decode()[-300:])
+            return
+        got = zipfile.ZipFile(out).read("word/document.xml")
+    ps = list(ET.fromstring(got).iter(f"{{{W}}}p"))
+    known = right = 0
+    for r, p, q in zip(rows, ps, plain_of):
+        runs = [t.text or "" for t in p.iter(f"{{{W}}}t")]
+        lex = [x for x in r["lexicon"] if x in q.lower()]
+        if len(runs) == 3 and lex:
+            known += 1
+            right += any(x in runs[1].lower() for x in lex)
+    tap.ok(len(ps) == len(rows) and known >= 100 and right >= 0.8 * known,
+           f"{pair}: .docx bold run holds the bold word's translation in {right}/{known} sentences where it is known "
+           f"({100 * right / max(known, 1):.1f}%, >= 80%)")
 
 
 def main():
