@@ -148,7 +148,7 @@ def main():
         md += ["## 2. Server: `deepmt serve` under load",
                f"Model: {model_desc}. scripts/loadtest.py: one sentence a request, targets de/en/fr/cs round-robin, "
                f"keep-alive clients on loopback; server threads: "
-               f"{a.server_threads or 'its default (min(cores, 4) workers, one BLAS thread each)'}; {a.rounds} rounds, medians.",
+               f"{a.server_threads or 'its default (min(cores, 4) workers, cores / workers BLAS threads each)'}; {a.rounds} rounds, medians.",
                text]
     if "sched" in sections:
         sa = argparse.Namespace(build=a.build, model=cfg["model"], shared=a.shared, rounds=a.rounds,

@@ -40,7 +40,7 @@ def prepare_input(shared, out, n_b1, n_full=None):
 
 def run_deepmt(build, model, inp, out, threads, batch, workers=None, precision=None, isa=None):
     cmd = [os.path.join(build, "deepmt"), "translate", "-m", model, "--target", "de", "--beam", "4",
-           "--batch-size", batch, "--threads", threads, "-i", inp, "-o", out]
+           "--batch-size", batch, "--threads", threads, "--batching", "whole", "-i", inp, "-o", out]
     if workers:
         cmd += ["--workers", workers]
     if precision:

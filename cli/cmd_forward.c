@@ -8,10 +8,13 @@
  * of models that come without a tokenizer.
  */
 #include <jansson.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/options.h"
 #include "cli/commands.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -54,17 +57,38 @@ static void print_matrix(const float *x, int rows, int cols) {
     putchar(']');
 }
 
+typedef struct {
+    char model[4096];
+} forward_args;
+
+static const dmt_option forward_options[] = {
+    DMT_OPTION_MODEL(offsetof(forward_args, model), sizeof ((forward_args *)0)->model),
+};
+
 int cmd_forward(int argc, char **argv) {
-    if (argc < 2 || argc > 3 || argv[1][0] == '-') {
-        int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        fprintf(help ? stdout : stderr, "usage: deepmt forward MODEL_DIR [INPUT.json]   (stdin when no file)\n");
-        return help ? 0 : 2;
-    }
+    forward_args a = {""};
+    const char *pos[2];
+    int n_pos = 0;
     char err[512];
-    dmt_model *m = dmt_model_load(argv[1], (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    int prc = dmt_options_parse("forward", forward_options, 1, &a, argc, argv, NULL, pos, 2, &n_pos, err, sizeof err);
+    struct stat st;
+    /* MODEL_DIR [INPUT]: the arguments win over -m and DEEPMT_MODEL */
+    if (prc == 0 && (n_pos == 2 || (n_pos == 1 && stat(pos[0], &st) == 0 && S_ISDIR(st.st_mode)))) a.model[0] = 0;
+    if (prc == 0 && !a.model[0] && n_pos == 0) {
+        prc = -1;
+        snprintf(err, sizeof err, "a model directory is needed");
+    }
+    if (prc) {
+        FILE *f = prc > 0 ? stdout : stderr;
+        if (prc < 0) fprintf(f, "deepmt forward: %s\n", err);
+        fprintf(f, "usage: deepmt forward [-m] MODEL_DIR [INPUT.json]   (stdin when no file)\n");
+        return prc > 0 ? 0 : 2;
+    }
+    const char *dir = a.model[0] ? a.model : pos[0], *input = n_pos > (a.model[0] ? 0 : 1) ? pos[n_pos - 1] : NULL;
+    dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = 1}, err, sizeof err);
     if (!m) { fprintf(stderr, "deepmt forward: %s\n", err); return 1; }
     json_error_t je;
-    json_t *in = argc == 3 ? json_load_file(argv[2], 0, &je) : json_loadf(stdin, 0, &je);
+    json_t *in = input ? json_load_file(input, 0, &je) : json_loadf(stdin, 0, &je);
     int rc = 1, B = 0, S = 0, Bp = 0, T = 0, *src_len = NULL, *prev_len = NULL;
     int32_t *src = NULL, *prev = NULL;
     float *lp = NULL, *all = NULL;

@@ -1,19 +1,39 @@
-/* cmd_inspect.c — `deepmt inspect MODEL_DIR`: what a model directory holds. */
+/* cmd_inspect.c — `deepmt inspect [-m] MODEL_DIR`: what a model directory holds. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "base/options.h"
 
 #include "cli/commands.h"
 #include "model/gemm.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
+typedef struct {
+    char model[4096];
+} inspect_args;
+
+static const dmt_option inspect_options[] = {
+    DMT_OPTION_MODEL(offsetof(inspect_args, model), sizeof ((inspect_args *)0)->model),
+};
+
 int cmd_inspect(int argc, char **argv) {
-    if (argc != 2 || argv[1][0] == '-') {
-        int help = argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"));
-        fprintf(help ? stdout : stderr, "usage: deepmt inspect MODEL_DIR\n");
-        return help ? 0 : 2;
-    }
+    inspect_args a;
+    snprintf(a.model, sizeof a.model, "%s", DMT_DEFAULT_MODEL);
+    const char *pos[1];
+    int n_pos = 0;
     char err[512];
+    int rc = dmt_options_parse("inspect", inspect_options, 1, &a, argc, argv, NULL, pos, 1, &n_pos, err, sizeof err);
+    if (rc) {
+        FILE *f = rc > 0 ? stdout : stderr;
+        if (rc < 0) fprintf(f, "deepmt inspect: %s\n", err);
+        fprintf(f, "usage: deepmt inspect [-m] [MODEL_DIR]   what a model directory holds\n");
+        dmt_options_usage(f, inspect_options, 1);
+        return rc > 0 ? 0 : 2;
+    }
+    if (n_pos) snprintf(a.model, sizeof a.model, "%s", pos[0]);
+    argv[1] = a.model; /* below: the directory */
     dmt_model *m = dmt_model_load(argv[1], (dmt_load_options){.ids_only = 1}, err, sizeof err);
     if (!m) {
         fprintf(stderr, "deepmt inspect: %s\n", err);

@@ -10,12 +10,14 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/options.h"
 #include "cli/commands.h"
 #include "model/kernels/kernels.h"
 #include "model/model.h"
@@ -138,17 +140,36 @@ out:
     return rc;
 }
 
+typedef struct {
+    char model[4096];
+} quantize_args;
+
+static const dmt_option quantize_options[] = {
+    DMT_OPTION_MODEL(offsetof(quantize_args, model), sizeof ((quantize_args *)0)->model),
+};
+
 int cmd_quantize(int argc, char **argv) {
-    if (argc != 3 || argv[1][0] == '-' || argv[2][0] == '-') {
-        int help = argc == 2 && !strcmp(argv[1], "--help");
-        fprintf(help ? stdout : stderr,
-                "usage: deepmt quantize IN_DIR OUT_DIR\n"
-                "  writes OUT_DIR/{config.json, model.safetensors, sentencepiece.model}: the model with int8\n"
-                "  weight matrices and per-row F32 scales (docs/model-format.md); about a quarter of the F32\n"
-                "  size. It runs int8 products (as --precision int8 does with the F32 model).\n");
-        return help ? 0 : 2;
+    quantize_args a = {""};
+    const char *pos[2];
+    int n_pos = 0;
+    char perr[512];
+    int prc = dmt_options_parse("quantize", quantize_options, 1, &a, argc, argv, NULL, pos, 2, &n_pos, perr,
+                                sizeof perr);
+    if (prc == 0 && n_pos == 2) a.model[0] = 0; /* IN_DIR OUT_DIR: the arguments win over DEEPMT_MODEL */
+    if (prc == 0 && n_pos != (a.model[0] ? 1 : 2)) {
+        prc = -1;
+        snprintf(perr, sizeof perr, "expected IN_DIR OUT_DIR (or -m IN_DIR OUT_DIR)");
     }
-    const char *in = argv[1], *outdir = argv[2];
+    if (prc) {
+        FILE *f = prc > 0 ? stdout : stderr;
+        if (prc < 0) fprintf(f, "deepmt quantize: %s\n", perr);
+        fprintf(f, "usage: deepmt quantize [-m] IN_DIR OUT_DIR\n"
+                   "  writes OUT_DIR/{config.json, model.safetensors, sentencepiece.model}: the model with int8\n"
+                   "  weight matrices and per-row F32 scales (docs/model-format.md); about a quarter of the F32\n"
+                   "  size. It runs int8 products (as --precision int8 does with the F32 model).\n");
+        return prc > 0 ? 0 : 2;
+    }
+    const char *in = a.model[0] ? a.model : pos[0], *outdir = pos[n_pos - 1];
     char err[2 * PATH_MAX + 100], src[PATH_MAX], dst[PATH_MAX], tmp[PATH_MAX + 8], rin[PATH_MAX], rout[PATH_MAX];
     /* the input must load: a model that does not match its config is not quantised */
     dmt_model *m = dmt_model_load(in, (dmt_load_options){.ids_only = 1, .precision = DMT_PRECISION_INT8}, err,

@@ -19,7 +19,7 @@
  * model cannot be used, 2 for a usage error. docs/decoding.md documents the options.
  */
 #include <errno.h>
-#include <getopt.h>
+#include <stddef.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -36,60 +36,32 @@
 #include "model/model.h"
 #include "model/translate.h"
 #include "server/sched/pool.h"
-#include "base/suggest.h"
+#include "base/options.h"
 #include "text/documents.h"
 #include "text/html.h"
 #include "text/sentences.h"
 #include "tokenizer/tokenizer.h"
 
+static void print_options(FILE *f);
+
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: deepmt translate -m MODEL_DIR --target LANG [options] [< input] [> output]\n"
-            "       deepmt translate -m MODEL_DIR --target LANG FILE [-o OUT]   (.txt .html .srt .docx .odt)\n"
+            "usage: deepmt translate [-m MODEL_DIR] --target LANG [options] [< input] [> output]\n"
+            "       deepmt translate [-m MODEL_DIR] --target LANG FILE [-o OUT]   (.txt .html .srt .docx .odt)\n"
             "\n"
             "Translates text a line at a time: each line is split into sentences (and a\n"
             "sentence too long for the model into chunks), translated, and joined again.\n"
             "Output is in input order: N lines per input line with --nbest N, best first;\n"
-            "failed and empty lines give empty lines.\n"
+            "failed and empty lines give empty lines. A FILE argument is a document: the\n"
+            "same kind of file is written, to -o OUT or to FILE with the target before its\n"
+            "extension (report.de.docx).\n"
             "\n"
-            "  -m, --model DIR          model directory (config.json, model.safetensors, sentencepiece.model)\n"
-            "  -t, --target LANG        target language code, e.g. de\n"
-            "  -i, --input FILE         read FILE instead of stdin (shows progress on stderr)\n"
-            "  -o, --output FILE        write FILE instead of stdout\n"
-            "  -b, --beam N             beam size (default: the model's decoding.beam_size)\n"
-            "  -n, --nbest N            translations per line, 1 <= N <= beam (default 1)\n"
-            "      --scores             write \"score<TAB>translation\" (length-normalised log-probability)\n"
-            "      --alignments         append \"<TAB>i-j ...\": source word i aligned to target word j (words\n"
-            "                           split at whitespace, from 0; from the decoder's cross-attention)\n"
-            "      --length-penalty X   score = sum of log-probs / length^X (default: the model's)\n"
-            "      --max-len-a A        at most A * source tokens + B target tokens (defaults: the model's)\n"
-            "      --max-len-b B\n"
-            "      --min-len N          no end of sentence before N target tokens (default: the model's)\n"
-            "      --no-repeat-ngram N  no n-gram of N tokens twice in a translation (0 = off)\n"
-            "      --max-repeats N      repetition guard: a unit of 1-8 tokens at most N times in a row\n"
-            "                           unless the source repeats it more (0 = off; default: config.json)\n"
-            "      --batch-size N       sentences per batch (default 32)\n"
-            "      --threads N          CPU threads in all (default: the number of cores)\n"
-            "      --workers W          decoding threads, each with its own batch (default: --threads);\n"
-            "                           each gets threads/W BLAS threads (so by default one)\n"
-            "      --batching MODE      whole (default): a batch runs to its end; continuous: sentences join a\n"
-            "                           running batch between decoder steps (as deepmt serve)\n"
-            "      --precision P        f32 (default), bf16 or int8: bfloat16 matrix products (CPUs with\n"
-            "                           AVX-512 BF16) or int8 weights and activations, both faster;\n"
-            "                           translations differ slightly (a quantised model runs int8)\n"
-            "      --format F           text (default: a line at a time) or html (the whole input is one HTML\n"
-            "                           text: tags kept, the text between them translated)\n"
-            "  FILE                     a document: the same kind of file is written to -o OUT (default\n"
-            "                           FILE with the target before its extension: report.de.docx)\n"
-            "      --no-split           one line, one sentence: translate each line whole (for test sets\n"
-            "                           aligned by line; a line too long for the model is still cut)\n"
-            "  -q, --quiet              no progress or summary on stderr\n"
-            "      --progress           progress and summary on stderr also when reading stdin\n"
-            "  -h, --help               this help\n"
-            "\n"
-            "Exit status: 0; 1 when a line failed (invalid UTF-8, a NUL byte: reported on stderr\n"
-            "with its line number, the other lines are still translated) or the model cannot be\n"
-            "loaded; 2 for bad options.\n");
+            "options (those with a variable shown can also be set there; a flag wins):\n");
+    print_options(f);
+    fprintf(f, "  %-30s %s\n\n", "-h, --help", "this help");
+    fprintf(f, "Exit status: 0; 1 when a line failed (invalid UTF-8, a NUL byte: reported on stderr\n"
+               "with its line number, the other lines are still translated) or the model cannot be\n"
+               "loaded; 2 for bad options.\n");
 }
 
 typedef struct {
@@ -126,24 +98,6 @@ static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int parse_int(const char *s, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = (int)v;
-    return 0;
-}
-
-static int parse_float(const char *s, float *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end) return -1;
-    *out = (float)v;
-    return 0;
 }
 
 /* Reads all lines of f (without '\n' and a '\r' before it). -1 on a read error. */
@@ -391,102 +345,96 @@ static void list_languages(const dmt_config *c) {
 }
 
 typedef struct {
-    const char *model, *target, *input, *output;
+    char model[4096], target[64], input[4096], output[4096], format[8];
     int beam, nbest, scores, alignments, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
-    int continuous, no_split, html;
+    int batching, no_split, html;
     const char *file;          /* a document to translate (positional) */
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
     int set_lp, set_a, set_b, set_min, set_ngram, set_repeats, max_repeats;
 } args;
 
+#define F(field) offsetof(args, field)
+#define S(field) sizeof ((args *)0)->field
+/* The options of deepmt translate: the shared ones (base/options.h) mean what they
+ * mean in deepmt serve. */
+static const dmt_option options[] = {
+    DMT_OPTION_MODEL(F(model), S(model)),
+    {"target", 't', DMT_OPT_STR, F(target), S(target), 0, 0, "LANG", "target language code, e.g. de (required)", 0,
+     NULL},
+    {"input", 'i', DMT_OPT_STR, F(input), S(input), 0, 0, "FILE",
+     "read FILE instead of stdin (shows progress on stderr) [stdin]", DMT_OPT_NO_ENV, NULL},
+    {"output", 'o', DMT_OPT_STR, F(output), S(output), 0, 0, "FILE",
+     "write FILE instead of stdout (for a FILE argument: FILE with the target before its extension, "
+     "report.de.docx) [stdout]", DMT_OPT_NO_ENV, NULL},
+    {"format", 0, DMT_OPT_CHOICE, F(html), 0, 0, 0, "text|html",
+     "text: a line at a time; html: the whole input is one HTML text (tags kept, inline tags around the "
+     "right words) [text]", DMT_OPT_NO_ENV, NULL},
+    {"beam", 'b', DMT_OPT_INT, F(beam), 0, 1, DMT_BEAM_MAX_SIZE, "N", "beam size [the model's decoding.beam_size]",
+     0, NULL},
+    {"nbest", 'n', DMT_OPT_INT, F(nbest), 0, 1, DMT_BEAM_MAX_SIZE, "N", "translations per line, at most --beam [1]",
+     DMT_OPT_NO_ENV, NULL},
+    {"scores", 0, DMT_OPT_FLAG, F(scores), 0, 0, 0, "", "write \"score<TAB>translation\" (length-normalised "
+     "log-probability)", DMT_OPT_NO_ENV, NULL},
+    {"alignments", 0, DMT_OPT_FLAG, F(alignments), 0, 0, 0, "", "append \"<TAB>i-j ...\": source word i aligned "
+     "to target word j (words split at whitespace, from 0; from the decoder's cross-attention)", DMT_OPT_NO_ENV, NULL},
+    {"length-penalty", 0, DMT_OPT_FLOAT, F(length_penalty), 0, -10, 10, "X",
+     "score = sum of log-probs / length^X [the model's]", 0, NULL},
+    {"max-len-a", 0, DMT_OPT_FLOAT, F(max_len_a), 0, 0, 1000, "A",
+     "at most A * source tokens + B target tokens [the model's]", 0, NULL},
+    {"max-len-b", 0, DMT_OPT_INT, F(max_len_b), 0, 0, 1000000, "B", "see --max-len-a [the model's]", 0, NULL},
+    {"min-len", 0, DMT_OPT_INT, F(min_len), 0, 0, 1000000, "N", "no end of sentence before N target tokens "
+     "[the model's]", 0, NULL},
+    {"no-repeat-ngram", 0, DMT_OPT_INT, F(ngram), 0, 0, 1000000, "N",
+     "no n-gram of N tokens twice in a translation (0: off) [the model's]", 0, NULL},
+    {"max-repeats", 0, DMT_OPT_INT, F(max_repeats), 0, 0, 1000, "N",
+     "repetition guard: a unit of 1-8 tokens at most N times in a row unless the source repeats it more "
+     "(0: off) [the model's]", 0, NULL},
+    DMT_OPTION_MAX_BATCH_SENTENCES(F(batch_size)),
+    DMT_OPTION_THREADS(F(threads)),
+    DMT_OPTION_WORKERS(F(workers)),
+    DMT_OPTION_BATCHING(F(batching)),
+    DMT_OPTION_PRECISION(F(precision)),
+    {"no-split", 0, DMT_OPT_FLAG, F(no_split), 0, 0, 0, "", "one line, one sentence: translate each line whole "
+     "(for test sets aligned by line; a line too long for the model is still cut)", DMT_OPT_NO_ENV, NULL},
+    {"quiet", 'q', DMT_OPT_FLAG, F(quiet), 0, 0, 0, "", "no progress or summary on stderr", DMT_OPT_NO_ENV, NULL},
+    {"progress", 0, DMT_OPT_FLAG, F(show_progress), 0, 0, 0, "", "progress and summary on stderr also when "
+     "reading stdin", DMT_OPT_NO_ENV, NULL},
+};
+#undef F
+#undef S
+#define N_OPTIONS (int)(sizeof options / sizeof *options)
+
+static void print_options(FILE *f) { dmt_options_usage(f, options, N_OPTIONS); }
+
 /* 0, 1 for --help, -1 for a usage error (message printed), -2 for an unknown
- * option or a missing value (message printed; no usage after it). */
+ * option or a bad value (message printed; no usage after it). */
 static int parse_args(int argc, char **argv, args *a) {
-    enum { O_SCORES = 256, O_LP, O_A, O_B, O_MIN, O_NGRAM, O_REPEATS, O_BATCH, O_THREADS, O_WORKERS, O_PROGRESS,
-           O_PRECISION, O_BATCHING, O_NO_SPLIT, O_FORMAT, O_ALIGNMENTS };
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"target", required_argument, 0, 't'},
-        {"input", required_argument, 0, 'i'}, {"output", required_argument, 0, 'o'},
-        {"beam", required_argument, 0, 'b'}, {"nbest", required_argument, 0, 'n'},
-        {"scores", no_argument, 0, O_SCORES}, {"length-penalty", required_argument, 0, O_LP},
-        {"max-len-a", required_argument, 0, O_A}, {"max-len-b", required_argument, 0, O_B},
-        {"min-len", required_argument, 0, O_MIN}, {"no-repeat-ngram", required_argument, 0, O_NGRAM},
-        {"max-repeats", required_argument, 0, O_REPEATS},
-        {"batch-size", required_argument, 0, O_BATCH}, {"threads", required_argument, 0, O_THREADS},
-        {"workers", required_argument, 0, O_WORKERS}, {"quiet", no_argument, 0, 'q'},
-        {"progress", no_argument, 0, O_PROGRESS}, {"precision", required_argument, 0, O_PRECISION},
-        {"batching", required_argument, 0, O_BATCHING}, {"no-split", no_argument, 0, O_NO_SPLIT},
-        {"format", required_argument, 0, O_FORMAT}, {"alignments", no_argument, 0, O_ALIGNMENTS},
-        {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
-    *a = (args){.nbest = 1, .batch_size = 32};
-    int c, li = -1;
-    optind = 1;
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, ":m:t:i:o:b:n:qh", opts, &li)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'm': a->model = optarg; break;
-        case 't': a->target = optarg; break;
-        case 'i': a->input = optarg; break;
-        case 'o': a->output = optarg; break;
-        case 'b': bad = parse_int(optarg, 1, DMT_BEAM_MAX_SIZE, &a->beam); break;
-        case 'n': bad = parse_int(optarg, 1, DMT_BEAM_MAX_SIZE, &a->nbest); break;
-        case O_SCORES: a->scores = 1; break;
-        case O_ALIGNMENTS: a->alignments = 1; break;
-        case O_LP: bad = parse_float(optarg, &a->length_penalty); a->set_lp = 1; break;
-        case O_A: bad = parse_float(optarg, &a->max_len_a); a->set_a = 1; break;
-        case O_B: bad = parse_int(optarg, 0, 1000000, &a->max_len_b); a->set_b = 1; break;
-        case O_MIN: bad = parse_int(optarg, 0, 1000000, &a->min_len); a->set_min = 1; break;
-        case O_NGRAM: bad = parse_int(optarg, 0, 1000000, &a->ngram); a->set_ngram = 1; break;
-        case O_REPEATS: bad = parse_int(optarg, 0, 1000, &a->max_repeats); a->set_repeats = 1; break;
-        case O_BATCH: bad = parse_int(optarg, 1, 100000, &a->batch_size); break;
-        case O_THREADS: bad = parse_int(optarg, 1, 1024, &a->threads); break;
-        case O_WORKERS: bad = parse_int(optarg, 1, 1024, &a->workers); break;
-        case 'q': a->quiet = 1; break;
-        case O_PROGRESS: a->show_progress = 1; break;
-        case O_NO_SPLIT: a->no_split = 1; break;
-        case O_FORMAT:
-            bad = strcmp(optarg, "text") && strcmp(optarg, "html");
-            a->html = !strcmp(optarg, "html");
-            break;
-        case O_PRECISION:
-            bad = strcmp(optarg, "f32") && strcmp(optarg, "bf16") && strcmp(optarg, "int8");
-            a->precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
-                           : !strcmp(optarg, "int8") ? DMT_PRECISION_INT8 : DMT_PRECISION_F32;
-            break;
-        case O_BATCHING:
-            bad = strcmp(optarg, "whole") && strcmp(optarg, "continuous");
-            a->continuous = !strcmp(optarg, "continuous");
-            break;
-        case 'h': return 1;
-        case ':': fprintf(stderr, "deepmt translate: %s needs a value\n", argv[optind - 1]); return -2;
-        default: {
-            const char *given = argv[optind - 1], *name = given;
-            while (*name == '-') name++;
-            char word[64];
-            snprintf(word, sizeof word, "%.*s", (int)strcspn(name, "="), name);
-            const char *names[sizeof opts / sizeof *opts];
-            int k = 0;
-            for (; opts[k].name; k++) names[k] = opts[k].name;
-            names[k] = NULL;
-            const char *close = dmt_suggest(word, names);
-            if (close) fprintf(stderr, "deepmt translate: unknown option '%s'; did you mean --%s?\n", given, close);
-            else fprintf(stderr, "deepmt translate: unknown option '%s' (see deepmt translate --help)\n", given);
-            return -2;
-        }
-        }
-        if (bad) {
-            for (int k = 0; li < 0 && opts[k].name; k++)
-                if (opts[k].val == c) li = k;
-            fprintf(stderr, "deepmt translate: bad value '%s' for --%s\n", optarg, opts[li].name);
-            return -1;
-        }
-        li = -1;
+    *a = (args){.nbest = 1, .batch_size = 32, .batching = 1};
+    snprintf(a->model, sizeof a->model, "%s", DMT_DEFAULT_MODEL);
+    int given[N_OPTIONS];
+    memset(given, 0, sizeof given);
+    const char *pos[1];
+    int n_pos = 0;
+    char err[512];
+    int rc = dmt_options_parse("translate", options, N_OPTIONS, a, argc, argv, given, pos, 1, &n_pos, err, sizeof err);
+    if (rc == 1) return 1;
+    if (rc) {
+        fprintf(stderr, "deepmt translate: %s\n", err);
+        return -2;
     }
-    if (optind < argc) a->file = argv[optind++];
-    if (optind < argc) { fprintf(stderr, "deepmt translate: unexpected argument '%s'\n", argv[optind]); return -1; }
-    if (a->file && (a->input || a->html || a->nbest > 1 || a->scores)) {
+    for (int i = 0; i < N_OPTIONS; i++) {
+        if (!given[i]) continue;
+        const char *n = options[i].name;
+        a->set_lp |= !strcmp(n, "length-penalty");
+        a->set_a |= !strcmp(n, "max-len-a");
+        a->set_b |= !strcmp(n, "max-len-b");
+        a->set_min |= !strcmp(n, "min-len");
+        a->set_ngram |= !strcmp(n, "no-repeat-ngram");
+        a->set_repeats |= !strcmp(n, "max-repeats");
+    }
+    if (n_pos) a->file = pos[0];
+    if (a->file && (a->input[0] || a->html || a->nbest > 1 || a->scores)) {
         fprintf(stderr, "deepmt translate: a FILE argument goes with none of --input, --format, --nbest, --scores\n");
         return -1;
     }
@@ -499,8 +447,7 @@ static int parse_args(int argc, char **argv, args *a) {
         fprintf(stderr, "deepmt translate: --format html gives one translation (no --nbest, --scores)\n");
         return -1;
     }
-    if (!a->model) { fprintf(stderr, "deepmt translate: -m MODEL_DIR is required\n"); return -1; }
-    if (!a->target) { fprintf(stderr, "deepmt translate: --target LANG is required\n"); return -1; }
+    if (!a->target[0]) { fprintf(stderr, "deepmt translate: --target LANG is required\n"); return -1; }
     return 0;
 }
 
@@ -739,12 +686,11 @@ int cmd_translate(int argc, char **argv) {
         return 1;
     }
     /* Workers over batches beat BLAS threads inside each matrix product on small
-     * models and busy machines (docs/decoding.md, "Threads"), so that is the default. */
-    int threads = a.threads ? a.threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
-    int workers = a.workers ? a.workers : threads;
-    dmt_pool_options po = {workers, threads / workers > 0 ? threads / workers : 1, a.batch_size, a.precision,
-                           a.continuous};
+     * models and busy machines (docs/decoding.md, "Threads"): as in deepmt serve,
+     * min(threads, 4) workers by default, threads / workers BLAS threads each. */
+    int workers, blas;
+    dmt_options_threads(a.threads, a.workers, &workers, &blas);
+    dmt_pool_options po = {workers, blas, a.batch_size, a.precision, a.batching == 1};
     dmt_pool *pool = dmt_pool_open(a.model, po, err, sizeof err);
     if (!pool) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
     const dmt_model *m = dmt_pool_model(pool);
@@ -776,13 +722,13 @@ int cmd_translate(int argc, char **argv) {
     J.tty = isatty(STDERR_FILENO);
     if (a.file) { /* a document: the same kind of file back */
         char def[4096];
-        if (!a.output) default_output(a.file, a.target, def, sizeof def);
+        if (!a.output[0]) default_output(a.file, a.target, def, sizeof def);
         J.raw = 1;
         J.show = !a.quiet;
-        rc = translate_document(pool, &J, a.file, a.output ? a.output : def, a.no_split);
+        rc = translate_document(pool, &J, a.file, a.output[0] ? a.output : def, a.no_split);
         goto done;
     }
-    FILE *in = a.input ? fopen(a.input, "r") : stdin;
+    FILE *in = a.input[0] ? fopen(a.input, "r") : stdin;
     if (!in) { fprintf(stderr, "deepmt translate: %s: %s\n", a.input, strerror(errno)); goto done; }
     if (a.html) { /* the whole input is one HTML text: markup kept, its runs of text translated */
         char *text = NULL;
@@ -792,14 +738,14 @@ int cmd_translate(int argc, char **argv) {
         while (mem && (got = fread(buf, 1, sizeof buf, in)) > 0) fwrite(buf, 1, got, mem);
         int read_failed = !mem || ferror(in);
         if (mem) fclose(mem);
-        if (a.input) fclose(in);
+        if (a.input[0]) fclose(in);
         if (read_failed || !text) { free(text); fprintf(stderr, "deepmt translate: reading the input failed\n"); goto done; }
         J.raw = 1;
-        J.show = !a.quiet && (a.input || a.show_progress);
+        J.show = !a.quiet && (a.input[0] || a.show_progress);
         size_t out_len;
         char *page = translate_html(pool, &J, text, len, a.no_split, &bad, &out_len);
         free(text);
-        out = a.output ? fopen(a.output, "w") : stdout;
+        out = a.output[0] ? fopen(a.output, "w") : stdout;
         if (page && out) fwrite(page, 1, out_len, out);
         if (!out) fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno));
         rc = page && out && !ferror(out) ? (bad ? 1 : 0) : 1;
@@ -807,17 +753,17 @@ int cmd_translate(int argc, char **argv) {
         goto done;
     }
     int read_failed = read_lines(in, &lines, &n);
-    if (a.input) fclose(in);
-    if (read_failed) { fprintf(stderr, "deepmt translate: reading %s failed\n", a.input ? a.input : "stdin"); goto done; }
-    out = a.output ? fopen(a.output, "w") : stdout; /* now, not after hours of work */
+    if (a.input[0]) fclose(in);
+    if (read_failed) { fprintf(stderr, "deepmt translate: reading %s failed\n", a.input[0] ? a.input : "stdin"); goto done; }
+    out = a.output[0] ? fopen(a.output, "w") : stdout; /* now, not after hours of work */
     if (!out) { fprintf(stderr, "deepmt translate: %s: %s\n", a.output, strerror(errno)); goto done; }
-    J.show = !a.quiet && (a.input || a.show_progress) && n > 0;
+    J.show = !a.quiet && (a.input[0] || a.show_progress) && n > 0;
     if (translate_lines(pool, &J, lines, n, a.no_split, &bad)) goto done;
-    if (write_output(out, a.output ? a.output : "stdout", &J, lines, n)) goto done;
+    if (write_output(out, a.output[0] ? a.output : "stdout", &J, lines, n)) goto done;
     if (bad) fprintf(stderr, "deepmt translate: %d of %d lines failed (empty output lines)\n", bad, n);
     rc = bad ? 1 : 0;
 done:
-    if (out && a.output && fclose(out) != 0 && rc == 0) {
+    if (out && a.output[0] && fclose(out) != 0 && rc == 0) {
         fprintf(stderr, "deepmt translate: writing %s failed\n", a.output);
         rc = 1;
     }

@@ -10,83 +10,66 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/suggest.h"
+#include "base/options.h"
 
-typedef enum { OPT_STR, OPT_INT, OPT_LONG, OPT_SIZE, OPT_CHOICE, OPT_KEYS } opt_kind;
-
-typedef struct {
-    const char *flag;   /* without the leading -- */
-    opt_kind kind;
-    size_t offset;      /* into dmt_server_config */
-    size_t size;        /* OPT_STR: buffer size */
-    long lo, hi;        /* OPT_INT / OPT_SIZE range */
-    const char *arg, *help; /* OPT_CHOICE: arg lists the choices, "a|b|c"; the int gets the index */
-} option;
+static int set_api_keys(void *target, const char *value, int from_env, char *err, size_t errlen);
 
 #define F(field) offsetof(dmt_server_config, field)
-static const option options[] = {
-    {"model", OPT_STR, F(model_dir), sizeof ((dmt_server_config *)0)->model_dir, 0, 0, "DIR",
-     "model directory (config.json, model.safetensors, sentencepiece.model) [models/default]"},
-    {"host", OPT_STR, F(host), sizeof ((dmt_server_config *)0)->host, 0, 0, "ADDR", "address to bind [127.0.0.1]"},
-    {"port", OPT_INT, F(port), 0, 0, 65535, "N", "TCP port (0: any free port) [5000]"},
-    {"threads", OPT_INT, F(threads), 0, 0, 1024, "N", "BLAS threads per worker (0: cores / workers) [0]"},
-    {"workers", OPT_INT, F(workers), 0, 0, 64, "N",
-     "model workers, each with its own buffers (0: 1 when --threads is given, else min(cores, 4) "
-     "with one BLAS thread each) [0]"},
-    {"precision", OPT_CHOICE, F(precision), 0, 0, 0, "f32|bf16|int8",
-     "matrix-product arithmetic: bf16 (needs AVX-512 BF16) and int8 are faster, translations differ "
-     "slightly [f32]"},
-    {"http-threads", OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]"},
-    {"max-batch-sentences", OPT_INT, F(max_batch_sentences), 0, 1, 4096, "N",
-     "sentences in one batch; 1 turns dynamic batching off [32]"},
-    {"max-batch-tokens", OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",
-     "padded source tokens in one batch (estimated) [4096]"},
-    {"max-wait-ms", OPT_INT, F(max_wait_ms), 0, 0, 10000, "MS", "how long a batch waits to fill up [5]"},
-    {"batching", OPT_CHOICE, F(batching), 0, 0, 0, "whole|continuous",
-     "continuous: sentences join and leave a worker's running batch between decoder steps; whole: a batch "
-     "runs to its end before the next one starts [continuous]"},
-    {"max-batch-cost", OPT_LONG, F(max_batch_cost), 0, 0, 1L << 40, "N",
+static const dmt_option options[] = {
+    DMT_OPTION_MODEL(F(model_dir), sizeof ((dmt_server_config *)0)->model_dir),
+    {"host", 0, DMT_OPT_STR, F(host), sizeof ((dmt_server_config *)0)->host, 0, 0, "ADDR", "address to bind [127.0.0.1]", 0, NULL},
+    {"port", 0, DMT_OPT_INT, F(port), 0, 0, 65535, "N", "TCP port (0: any free port) [5000]", 0, NULL},
+    DMT_OPTION_THREADS(F(threads)),
+    DMT_OPTION_WORKERS(F(workers)),
+    DMT_OPTION_PRECISION(F(precision)),
+    {"http-threads", 0, DMT_OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]", 0, NULL},
+    DMT_OPTION_MAX_BATCH_SENTENCES(F(max_batch_sentences)),
+    {"max-batch-tokens", 0, DMT_OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",
+     "padded source tokens in one batch (estimated) [4096]", 0, NULL},
+    {"max-wait-ms", 0, DMT_OPT_INT, F(max_wait_ms), 0, 0, 10000, "MS", "how long a batch waits to fill up [5]", 0, NULL},
+    DMT_OPTION_BATCHING(F(batching)),
+    {"max-batch-cost", 0, DMT_OPT_LONG, F(max_batch_cost), 0, 0, 1L << 40, "N",
      "summed sentence costs in one batch, a cost being beam x (source + expected output pieces); "
-     "a sentence over it gets 413 (0: auto, the largest one sentence can cost, at least 16384) [0]"},
-    {"max-request-cost", OPT_LONG, F(max_request_cost), 0, 0, 1L << 40, "N",
-     "summed sentence costs of one request; more gets 413 (0: no limit) [1000000]"},
-    {"max-body-bytes", OPT_SIZE, F(max_body_bytes), 0, 64, 1L << 30, "BYTES",
-     "largest request body (k/M suffixes) [1M]"},
-    {"max-chars", OPT_INT, F(max_chars), 0, 1, INT_MAX, "N", "characters per request [20000]"},
-    {"max-sentences", OPT_INT, F(max_sentences), 0, 1, 1 << 20, "N", "sentences per request [512]"},
-    {"max-queue", OPT_INT, F(max_queue), 0, 1, 1 << 22, "N", "sentences waiting before 429 [4096]"},
-    {"max-alternatives", OPT_INT, F(max_alternatives), 0, 0, 16, "N", "largest \"alternatives\" [8]"},
-    {"req-limit", OPT_INT, F(req_limit), 0, 0, 1 << 20, "N",
+     "a sentence over it gets 413 (0: auto, the largest one sentence can cost, at least 16384) [0]", 0, NULL},
+    {"max-request-cost", 0, DMT_OPT_LONG, F(max_request_cost), 0, 0, 1L << 40, "N",
+     "summed sentence costs of one request; more gets 413 (0: no limit) [1000000]", 0, NULL},
+    {"max-body-bytes", 0, DMT_OPT_SIZE, F(max_body_bytes), 0, 64, 1L << 30, "BYTES",
+     "largest request body (k/M suffixes) [1M]", 0, NULL},
+    {"max-chars", 0, DMT_OPT_INT, F(max_chars), 0, 1, INT_MAX, "N", "characters per request [20000]", 0, NULL},
+    {"max-sentences", 0, DMT_OPT_INT, F(max_sentences), 0, 1, 1 << 20, "N", "sentences per request [512]", 0, NULL},
+    {"max-queue", 0, DMT_OPT_INT, F(max_queue), 0, 1, 1 << 22, "N", "sentences waiting before 429 [4096]", 0, NULL},
+    {"max-alternatives", 0, DMT_OPT_INT, F(max_alternatives), 0, 0, 16, "N", "largest \"alternatives\" [8]", 0, NULL},
+    {"req-limit", 0, DMT_OPT_INT, F(req_limit), 0, 0, 1 << 20, "N",
      "requests a minute per client (its API key when keys are on, else its address) to /translate, "
-     "/translate_file and /detect; more get 429 with Retry-After (0: no limit, as LibreTranslate's -1) [0]"},
-    {"request-timeout", OPT_INT, F(request_timeout_s), 0, 0, 86400, "SEC",
-     "a request waiting longer in the queue before it starts gets 503 (0: never) [60]"},
-    {"drain-timeout", OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",
-     "on SIGTERM, how long to wait for requests in flight before dropping them with 503 [60]"},
-    {"probe-port", OPT_INT, F(probe_port), 0, 0, 65535, "PORT",
+     "/translate_file and /detect; more get 429 with Retry-After (0: no limit, as LibreTranslate's -1) [0]", 0, NULL},
+    {"request-timeout", 0, DMT_OPT_INT, F(request_timeout_s), 0, 0, 86400, "SEC",
+     "a request waiting longer in the queue before it starts gets 503 (0: never) [60]", 0, NULL},
+    {"drain-timeout", 0, DMT_OPT_INT, F(drain_timeout_s), 0, 0, 86400, "SEC",
+     "on SIGTERM, how long to wait for requests in flight before dropping them with 503 [60]", 0, NULL},
+    {"probe-port", 0, DMT_OPT_INT, F(probe_port), 0, 0, 65535, "PORT",
      "also answer GET /health and GET /ready on this port, with slots of their own, so that probes get "
-     "through when the main port's connections are all taken (0: off) [0]"},
-    {"max-connections", OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]"},
-    {"max-connections-per-ip", OPT_INT, F(max_connections_per_ip), 0, 0, 1 << 20, "N",
-     "open connections from one client address (0: no limit; behind a reverse proxy, see docs/server.md) [128]"},
-    {"request-read-timeout", OPT_INT, F(request_read_timeout_s), 0, 0, 86400, "SEC",
+     "through when the main port's connections are all taken (0: off) [0]", 0, NULL},
+    {"max-connections", 0, DMT_OPT_INT, F(max_connections), 0, 1, 1 << 20, "N", "open connections [1024]", 0, NULL},
+    {"max-connections-per-ip", 0, DMT_OPT_INT, F(max_connections_per_ip), 0, 0, 1 << 20, "N",
+     "open connections from one client address (0: no limit; behind a reverse proxy, see docs/server.md) [128]", 0, NULL},
+    {"request-read-timeout", 0, DMT_OPT_INT, F(request_read_timeout_s), 0, 0, 86400, "SEC",
      "a request (headers and body) must arrive within this of the connection opening or of the previous "
-     "answer, else the connection is closed (0: no limit) [60]"},
-    {"max-file-memory", OPT_SIZE, F(max_file_memory), 0, 1024, 1L << 40, "BYTES",
+     "answer, else the connection is closed (0: no limit) [60]", 0, NULL},
+    {"max-file-memory", 0, DMT_OPT_SIZE, F(max_file_memory), 0, 1024, 1L << 40, "BYTES",
      "bytes of uploaded documents being parsed, queued or translated at once; an upload beyond it gets 429 "
-     "(k/M/G suffixes) [256M]"},
-    {"files-dir", OPT_STR, F(files_dir), sizeof ((dmt_server_config *)0)->files_dir, 0, 0, "DIR",
+     "(k/M/G suffixes) [256M]", 0, NULL},
+    {"files-dir", 0, DMT_OPT_STR, F(files_dir), sizeof ((dmt_server_config *)0)->files_dir, 0, 0, "DIR",
      "keep translated files (/translate_file) in this folder, created when missing; replicas that share it "
-     "(a volume) answer each other's downloads [a private folder under $TMPDIR, removed at exit]"},
-    {"cors-origin", OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
+     "(a volume) answer each other's downloads [a private folder under $TMPDIR, removed at exit]", 0, NULL},
+    {"cors-origin", 0, DMT_OPT_STR, F(cors_origin), sizeof ((dmt_server_config *)0)->cors_origin, 0, 0, "ORIGIN",
      "Access-Control-Allow-Origin on every answer and CORS preflight answers: \"*\" (any origin, as "
-     "LibreTranslate), one origin, or off [*]"},
-    {"log-format", OPT_CHOICE, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]"},
-    {"api-keys", OPT_KEYS, 0, 0, 0, 0, "FILE",
-     "require one of these keys (one a line; env: comma list) [off]"},
+     "LibreTranslate), one origin, or off [*]", 0, NULL},
+    {"log-format", 0, DMT_OPT_CHOICE, F(log_json), 0, 0, 0, "text|json", "access log format on stderr [text]", 0, NULL},
+    {"api-keys", 0, DMT_OPT_CUSTOM, 0, 0, 0, 0, "FILE", "require one of these keys (one a line; env: comma list) [off]",
+     0, set_api_keys},
 };
 #undef F
-#define N_OPTIONS (sizeof options / sizeof *options)
+#define N_OPTIONS (int)(sizeof options / sizeof *options)
 
 void dmt_server_config_default(dmt_server_config *c) {
     memset(c, 0, sizeof *c);
@@ -139,16 +122,7 @@ void dmt_server_usage(FILE *f) {
                "  GET  /health, /ready       liveness, and readiness once the model is loaded\n"
                "  GET  /metrics              Prometheus text format\n\n"
                "options (each also read from the environment variable shown; a flag wins):\n");
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        char env[64], left[64];
-        size_t k = (size_t)snprintf(env, sizeof env, "DEEPMT_");
-        for (const char *p = options[i].flag; *p && k + 1 < sizeof env; p++)
-            env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-        env[k] = 0;
-        snprintf(left, sizeof left, "--%s %s", options[i].flag, options[i].arg);
-        fprintf(f, "  %-30s %s\n  %-30s   env %s\n", left, options[i].help, "", env);
-    }
-    fprintf(f, "  %-30s %s\n", "-m DIR", "the same as --model DIR (as in deepmt translate)");
+    dmt_options_usage(f, options, N_OPTIONS);
     fprintf(f, "  %-30s %s\n", "-h, --help", "this help");
 }
 
@@ -240,151 +214,33 @@ fail:
     return -1;
 }
 
-static int parse_size(const char *v, long lo, long hi, size_t *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (end == v || errno) return -1;
-    if (*end == 'k' || *end == 'K') x *= 1024, end++;
-    else if (*end == 'm' || *end == 'M') x *= 1024 * 1024, end++;
-    else if (*end == 'g' || *end == 'G') x *= 1024.0 * 1024 * 1024, end++;
-    if (*end == 'i' || *end == 'B') end += *end == 'i' ? (end[1] == 'B' ? 2 : 1) : 1;
-    if (*end || x < lo || x > hi) return -1;
-    *out = (size_t)x;
-    return 0;
-}
-
-/* Sets one option from a string; src names it in messages ("--port", "DEEPMT_PORT"). */
-static int set_option(dmt_server_config *c, const option *o, const char *v, const char *src, int from_env,
-                      char *err, size_t errlen) {
-    char *base = (char *)c;
-    switch (o->kind) {
-    case OPT_STR:
-        if (strlen(v) >= o->size) {
-            snprintf(err, errlen, "%s: value too long", src);
-            return -1;
-        }
-        snprintf(base + o->offset, o->size, "%s", v);
-        return 0;
-    case OPT_INT: {
-        char *end;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (end == v || *end || errno || x < o->lo || x > o->hi) {
-            snprintf(err, errlen, "%s: expected an integer from %ld to %ld, got '%s'", src, o->lo, o->hi, v);
-            return -1;
-        }
-        *(int *)(base + o->offset) = (int)x;
-        return 0;
-    }
-    case OPT_LONG: {
-        char *end;
-        errno = 0;
-        long long x = strtoll(v, &end, 10);
-        if (end == v || *end || errno || x < o->lo || x > o->hi) {
-            snprintf(err, errlen, "%s: expected an integer from %ld to %ld, got '%s'", src, o->lo, o->hi, v);
-            return -1;
-        }
-        *(long *)(base + o->offset) = (long)x;
-        return 0;
-    }
-    case OPT_SIZE:
-        if (parse_size(v, o->lo, o->hi, (size_t *)(base + o->offset))) {
-            snprintf(err, errlen, "%s: expected a size from %ld to %ld bytes (k, M suffixes), got '%s'", src, o->lo,
-                     o->hi, v);
-            return -1;
-        }
-        return 0;
-    case OPT_CHOICE: {
-        size_t len = strlen(v);
-        int index = 0;
-        for (const char *p = o->arg; *p; index++) {
-            const char *end = strchr(p, '|');
-            size_t n = end ? (size_t)(end - p) : strlen(p);
-            if (n == len && !strncmp(p, v, n)) {
-                *(int *)(base + o->offset) = index;
-                return 0;
-            }
-            p += n + (end != NULL);
-        }
-        char choices[128] = ""; /* "text|json" -> "text or json" */
-        for (const char *p = o->arg; *p && strlen(choices) + 4 < sizeof choices; p++)
-            strncat(choices, *p == '|' ? " or " : (char[]){*p, 0}, sizeof choices - strlen(choices) - 1);
-        snprintf(err, errlen, "%s: expected %s, got '%s'", src, choices, v);
-        return -1;
-    }
-    case OPT_KEYS:
-        return load_keys(c, v, !from_env, err, errlen);
-    }
-    return -1;
+static int set_api_keys(void *target, const char *value, int from_env, char *err, size_t errlen) {
+    return load_keys(target, value, !from_env, err, errlen);
 }
 
 int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, char *err, size_t errlen) {
-    for (size_t i = 0; i < N_OPTIONS; i++) {
-        char env[64];
-        size_t k = (size_t)snprintf(env, sizeof env, "DEEPMT_");
-        for (const char *p = options[i].flag; *p && k + 1 < sizeof env; p++)
-            env[k++] = *p == '-' ? '_' : (char)toupper((unsigned char)*p);
-        env[k] = 0;
-        const char *v = getenv(env);
-        if (v && *v && set_option(c, &options[i], v, env, 1, err, errlen)) return -1;
+    const char *dir[1];
+    int n_dir = 0;
+    int rc = dmt_options_parse("serve", options, N_OPTIONS, c, argc, argv, NULL, dir, 1, &n_dir, err, errlen);
+    if (rc == 1) {
+        dmt_server_usage(stdout);
+        return 1;
     }
-    for (int a = 1; a < argc; a++) {
-        const char *arg = argv[a];
-        if (!strcmp(arg, "-h") || !strcmp(arg, "--help")) {
-            dmt_server_usage(stdout);
-            return 1;
-        }
-        if (!strcmp(arg, "-m") || !strncmp(arg, "-m=", 3)) { /* as in deepmt translate */
-            const char *v = arg[2] == '=' ? arg + 3 : a + 1 < argc ? argv[++a] : NULL;
-            if (!v) {
-                snprintf(err, errlen, "-m needs a value");
-                return -1;
-            }
-            if (set_option(c, &options[0], v, "-m", 0, err, errlen)) return -1;
-            continue;
-        }
-        if (strncmp(arg, "--", 2)) {
-            snprintf(err, errlen, "unexpected argument '%s' (see deepmt serve --help)", arg);
+    if (rc) return -1;
+    if (n_dir) { /* deepmt serve models/default */
+        if (strlen(dir[0]) >= sizeof c->model_dir) {
+            snprintf(err, errlen, "model directory name too long");
             return -1;
         }
-        const char *name = arg + 2, *eq = strchr(name, '=');
-        size_t nl = eq ? (size_t)(eq - name) : strlen(name);
-        const option *o = NULL;
-        for (size_t i = 0; i < N_OPTIONS; i++)
-            if (strlen(options[i].flag) == nl && !strncmp(options[i].flag, name, nl)) o = &options[i];
-        if (!o) {
-            const char *names[N_OPTIONS + 2];
-            char word[64];
-            snprintf(word, sizeof word, "%.*s", (int)nl, name);
-            for (size_t i = 0; i < N_OPTIONS; i++) names[i] = options[i].flag;
-            names[N_OPTIONS] = "help";
-            names[N_OPTIONS + 1] = NULL;
-            const char *close = dmt_suggest(word, names);
-            if (close) snprintf(err, errlen, "unknown option '%s'; did you mean --%s?", arg, close);
-            else snprintf(err, errlen, "unknown option '%s' (see deepmt serve --help)", arg);
-            return -1;
-        }
-        const char *v = eq ? eq + 1 : a + 1 < argc ? argv[++a] : NULL;
-        if (!v) {
-            snprintf(err, errlen, "--%s needs a value", o->flag);
-            return -1;
-        }
-        char src[64];
-        snprintf(src, sizeof src, "--%s", o->flag);
-        if (set_option(c, o, v, src, 0, err, errlen)) return -1;
+        snprintf(c->model_dir, sizeof c->model_dir, "%s", dir[0]);
     }
     /* Several one-thread workers beat one many-thread worker here: a decoder step's
      * small matrix products scale poorly across BLAS threads, and with one BLAS thread
      * the few-row kernels apply (ops.c). Measured on 2 cores, default model, medians
      * of 3 interleaved rounds: 1 client 34.3 vs 20.4 sentences/s, 64 clients 111.2 vs
-     * 86.9 (2 workers x 1 thread vs 1 x 2). At most 4 by default: each worker holds its own buffers (~45 MiB at
-     * full batches with the default model). Given --threads alone keeps its old
-     * meaning: one worker with that many BLAS threads. */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (cores < 1) cores = 1;
-    if (c->workers == 0) c->workers = c->threads ? 1 : (int)(cores < 4 ? cores : 4);
-    if (c->threads == 0) c->threads = cores > c->workers ? (int)(cores / c->workers) : 1;
+     * 86.9 (2 workers x 1 thread vs 1 x 2). At most 4 by default: each worker holds
+     * its own buffers (~45 MiB at full batches with the default model). */
+    dmt_options_threads(c->threads, c->workers, &c->workers, &c->blas_threads);
     if (c->max_sentences > c->max_queue) c->max_sentences = c->max_queue;
     if (!strcmp(c->cors_origin, "off")) c->cors_origin[0] = 0;
     return 0;

@@ -11,8 +11,9 @@ typedef struct {
     char host[256];          /* --host: address to bind (IPv4 or IPv6 literal, or a name) */
     int port;                /* --port */
     int probe_port;          /* --probe-port: /health and /ready on a listener of their own; 0 = off */
-    int threads;             /* --threads: BLAS threads per worker; 0 = cores / workers */
-    int workers;             /* --workers: model workers, each with its own state */
+    int threads;             /* --threads: CPU threads in all; 0 = the cores */
+    int workers;             /* --workers: model workers, each with its own state; 0 = min(threads, 4) */
+    int blas_threads;        /* per worker: threads / workers (resolved by dmt_server_config_from_args) */
     int precision;           /* --precision: 0 f32, 1 bf16 (a dmt_precision) */
     int http_threads;        /* --http-threads: libmicrohttpd thread pool */
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */

@@ -151,7 +151,7 @@ int dmt_server_run(const dmt_server_config *cfg) {
 
     srv.started = dmt_now();
     srv.metrics = dmt_metrics_new();
-    srv.sched = dmt_scheduler_new((dmt_scheduler_options){cfg->workers, cfg->threads, cfg->max_batch_sentences,
+    srv.sched = dmt_scheduler_new((dmt_scheduler_options){cfg->workers, cfg->blas_threads, cfg->max_batch_sentences,
                                                           cfg->max_batch_tokens, cfg->max_wait_ms, cfg->max_queue,
                                                           cfg->precision, batch_cost(cfg, &srv.model_cfg),
                                                           cfg->max_request_cost, cfg->batching == 1},
@@ -173,8 +173,8 @@ int dmt_server_run(const dmt_server_config *cfg) {
     dmt_server_log(cfg, "listening on http://%s%s%s:%d (model %s loading; %d worker%s, %d BLAS thread%s each, "
                         "%s BLAS kernels, %s batches of up to %d sentences)",
                    strchr(cfg->host, ':') ? "[" : "", cfg->host, strchr(cfg->host, ':') ? "]" : "", dmt_http_port(&srv),
-                   cfg->model_dir, cfg->workers, cfg->workers == 1 ? "" : "s", cfg->threads,
-                   cfg->threads == 1 ? "" : "s", dmt_blas_corename(), cfg->batching == 1 ? "continuous" : "whole",
+                   cfg->model_dir, cfg->workers, cfg->workers == 1 ? "" : "s", cfg->blas_threads,
+                   cfg->blas_threads == 1 ? "" : "s", dmt_blas_corename(), cfg->batching == 1 ? "continuous" : "whole",
                    cfg->max_batch_sentences);
     load_state ls = {.srv = &srv};
     if (dmt_scheduler_load_async(srv.sched, cfg->model_dir, on_loaded, &ls)) {

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_cli_options.sh — the command line as a user meets it (TAP): a mistyped option
 # gets a "did you mean" in one line (not the whole help), --help prints to stdout and
-# exits 0 for every command, and a refused option value says what it depends on.
+# exits 0 for every command, a refused option value says what it depends on, and the
+# options commands share (base/options.h) mean and read the same everywhere.
 # DEEPMT_BIN picks the binary (default build/deepmt).
 set -u
 cd "$(dirname "$0")/../.."
@@ -43,4 +44,36 @@ ok "$([ -z "$missing" ]; echo $?)" "serve --help lists every endpoint" "missing:
 echo "A dog." | "$BIN" translate -m "$MODEL" --target de -n 8 >"$out" 2>"$err"; rc=$?
 ok "$([ "$rc" = 2 ] && grep -q "beam_size (4 here" "$err"; echo $?)" "-n 8 above the beam: the message gives the beam" \
     "rc $rc: $(cat "$err")"
+# one vocabulary (base/options.h): the options serve and translate share are listed
+# word for word the same, with the same variable
+run serve --help; cp "$out" "$out.serve"
+run translate --help
+differ=""
+for o in model threads workers batching precision max-batch-sentences; do
+    a=$(grep -A1 -- "--$o " "$out.serve"); b=$(grep -A1 -- "--$o " "$out")
+    [ -n "$a" ] && [ "$a" = "$b" ] || differ="$differ $o"
+done
+rm -f "$out.serve"
+ok "$([ -z "$differ" ]; echo $?)" "serve and translate --help: model, threads, workers, batching, precision, max-batch-sentences alike" \
+    "differ:$differ"
+echo "A dog." | DEEPMT_MODEL="$MODEL" "$BIN" translate --target de >"$out" 2>"$err"; rc=$?
+ok "$([ "$rc" = 0 ] && [ -s "$out" ]; echo $?)" "translate reads DEEPMT_MODEL, as serve does" "rc $rc: $(cat "$err")"
+echo "A dog." | "$BIN" translate -m "$MODEL" --target de --batch-size 4 --max-batch-sentences 4 -q >"$out" 2>"$err"; rc=$?
+ok "$([ "$rc" = 0 ]; echo $?)" "translate: --max-batch-sentences, and --batch-size still accepted" "rc $rc: $(cat "$err")"
+run inspect -m "$MODEL"
+ok "$([ "$rc" = 0 ] && grep -q "^model: *$MODEL" "$out"; echo $?)" "inspect -m DIR, as the other commands" "rc $rc: $(cat "$err")"
+run inspect "$MODEL"
+ok "$([ "$rc" = 0 ] && grep -q "^model: *$MODEL" "$out"; echo $?)" "inspect DIR still works" "rc $rc: $(cat "$err")"
+log=$(mktemp)
+"$BIN" serve "$MODEL" --port 0 >"$log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 50 ] && ! grep -q 'listening on' "$log"; do sleep 0.1; i=$((i + 1)); done
+kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+ok "$(grep -q "$MODEL" "$log" && grep -q 'listening on' "$log"; echo $?)" "serve DIR works like serve -m DIR" "$(head -c 300 "$log")"
+rm -f "$log"
+run translate -m "$MODEL" --target de --threads abc
+ok "$([ "$rc" = 2 ] && grep -q -- "--threads: expected an integer from 0 to 1024, got 'abc'" "$err"; echo $?)" \
+    "a bad value names the option and its range, in every command alike" "rc $rc: $(cat "$err")"
+
 tap_done

@@ -1,10 +1,12 @@
 #!/bin/sh
 # test_serve_defaults.sh — how `deepmt serve` splits the cores into workers and BLAS
-# threads (server/config.c), read from its start-up line. TAP.
-#   no flags          -> min(cores, 4) workers, 1 BLAS thread each
-#   --threads N       -> 1 worker, N BLAS threads (the flag's old meaning)
+# threads (base/options.h, the same in deepmt translate), read from its start-up
+# line. TAP. --threads is the CPU threads in all (default: the cores), --workers the
+# decoding threads (default: min(threads, 4)), each with threads / workers BLAS threads:
+#   no flags          -> min(cores, 4) workers, cores / workers BLAS threads each
+#   --threads N       -> min(N, 4) workers, N / workers BLAS threads each
 #   --workers W       -> W workers, cores / W BLAS threads each (at least 1)
-#   both              -> as given; DEEPMT_* variables count as flags
+#   both              -> W workers, N / W each; DEEPMT_* variables count as flags
 # DEEPMT_BIN picks the binary (default build/deepmt).
 set -u
 cd "$(dirname "$0")/../.."
@@ -26,16 +28,19 @@ split() {
     sed -n 's/.*loading; \([0-9]*\) workers\{0,1\}, \([0-9]*\) BLAS threads\{0,1\} each.*/\1 \2/p' "$log" | head -n1
 }
 min4=$((cores < 4 ? cores : 4))
+each=$((cores / min4 > 0 ? cores / min4 : 1))
 per=$((cores / 2 > 0 ? cores / 2 : 1))
 
 got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS)
-[ "$got" = "$min4 1" ]; ok $? "no flags: $min4 workers x 1 BLAS thread ($cores cores)" "got '$got': $(head -c 300 "$log")"
-got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_THREADS=3)
-[ "$got" = "1 3" ]; ok $? "DEEPMT_THREADS=3 alone: 1 worker x 3 BLAS threads" "got '$got'"
+[ "$got" = "$min4 $each" ]; ok $? "no flags: $min4 workers x $each BLAS threads ($cores cores)" "got '$got': $(head -c 300 "$log")"
+got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_THREADS=8)
+[ "$got" = "4 2" ]; ok $? "DEEPMT_THREADS=8 alone: 4 workers x 2 BLAS threads" "got '$got'"
 got=$(split env -u DEEPMT_WORKERS -u DEEPMT_THREADS -- env DEEPMT_WORKERS=2)
 [ "$got" = "2 $per" ]; ok $? "DEEPMT_WORKERS=2 alone: 2 workers x $per BLAS threads" "got '$got'"
-got=$(split env DEEPMT_WORKERS=3 DEEPMT_THREADS=1)
-[ "$got" = "3 1" ]; ok $? "both given: 3 workers x 1 BLAS thread" "got '$got'"
+got=$(split env DEEPMT_WORKERS=3 DEEPMT_THREADS=6)
+[ "$got" = "3 2" ]; ok $? "both given: 3 workers x 2 BLAS threads (6 / 3)" "got '$got'"
+got=$(split env DEEPMT_WORKERS=1 DEEPMT_THREADS=3)
+[ "$got" = "1 3" ]; ok $? "one worker with 3 threads: 1 x 3 (the old --threads 3)" "got '$got'"
 
 # --precision: the ready line names the products; a bad value is refused before serving
 "$BIN" serve --model "$MODEL" --port 0 --precision nope >"$log" 2>&1; rc=$?
