@@ -703,6 +703,7 @@ void dmt_doc_free(dmt_doc *d) {
     for (int i = 0; i < d->n; i++) {
         free(d->p[i].text);
         free(d->p[i].nodes);
+        free(d->p[i].node_at);
         free(d->p[i].head);
     }
     free(d->p);

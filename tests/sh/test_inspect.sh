@@ -50,7 +50,14 @@ for case in st-missing-tensor st-truncated-data config-bad-enum; do
 done
 
 # Usage errors.
-"$BIN" inspect >"$out" 2>"$errf"; rc=$?
-ok "$([ "$rc" = 2 ] && grep -q '^usage: deepmt inspect' "$errf"; echo $?)" "no argument: usage and exit 2" "exit $rc"
+"$BIN" inspect --frobnicate >"$out" 2>"$errf"; rc=$?
+ok "$([ "$rc" = 2 ] && grep -q '^usage: deepmt inspect' "$errf"; echo $?)" "an unknown option: usage and exit 2" "exit $rc"
+"$BIN" inspect a b >"$out" 2>"$errf"; rc=$?
+ok "$([ "$rc" = 2 ] && grep -q "unexpected argument 'b'" "$errf"; echo $?)" "two directories: refused, exit 2" "exit $rc"
+if [ -f models/default/config.json ]; then
+    env -u DEEPMT_MODEL "$BIN" inspect >"$out" 2>"$errf"; rc=$?
+    ok "$([ "$rc" = 0 ] && grep -q '^model: *models/default' "$out"; echo $?)" \
+        "no argument: the default model, as in serve and translate" "exit $rc"
+fi
 
 tap_done
