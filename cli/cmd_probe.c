@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,16 +15,32 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/options.h"
 #include "cli/commands.h"
+
+typedef struct {
+    char host[256];
+    int port, timeout;
+} probe_args;
+
+/* Not read from the environment: the port's default follows the server's own
+ * variables instead (default_port), and DEEPMT_HOST is the server's bind address. */
+static const dmt_option probe_options[] = {
+    {"host", 0, DMT_OPT_STR, offsetof(probe_args, host), sizeof ((probe_args *)0)->host, 0, 0, "ADDR",
+     "server address [127.0.0.1]", DMT_OPT_NO_ENV, NULL},
+    {"port", 0, DMT_OPT_INT, offsetof(probe_args, port), 0, 1, 65535, "N",
+     "[DEEPMT_PROBE_PORT when set and not 0, else DEEPMT_PORT, else 5000]", DMT_OPT_NO_ENV, NULL},
+    {"timeout", 0, DMT_OPT_INT, offsetof(probe_args, timeout), 0, 1, 3600, "SEC",
+     "for connecting and the answer together [5]", DMT_OPT_NO_ENV, NULL},
+};
 
 static void usage(FILE *f) {
     fprintf(f, "usage: deepmt probe [PATH] [--host ADDR] [--port N] [--timeout SEC]\n\n"
                "GET PATH (default /health; /ready once the model is loaded) from a running server and\n"
                "exit 0 when it answers 200, else 1 with the reason on stderr. A health check for\n"
                "images without curl (Kubernetes exec probes, Docker HEALTHCHECK, podman kube play).\n\n"
-               "  --host ADDR    server address [127.0.0.1]\n"
-               "  --port N       [DEEPMT_PROBE_PORT when set and not 0, else DEEPMT_PORT, else 5000]\n"
-               "  --timeout SEC  for connecting and the answer together [5]\n");
+               "options:\n");
+    dmt_options_usage(f, probe_options, 3);
 }
 
 static long number(const char *s, long lo, long hi) {
@@ -122,36 +139,26 @@ static int get_status(const char *host, int port, const char *path, double timeo
 }
 
 int cmd_probe(int argc, char **argv) {
-    const char *host = "127.0.0.1", *path = "/health";
-    int port = default_port();
-    long timeout = 5;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--host") && v) {
-            host = v, i++;
-        } else if (!strcmp(a, "--port") && v) {
-            if ((port = (int)number(v, 1, 65535)) < 0) {
-                fprintf(stderr, "deepmt probe: --port expects 1 to 65535, got '%s'\n", v);
-                return 2;
-            }
-            i++;
-        } else if (!strcmp(a, "--timeout") && v) {
-            if ((timeout = number(v, 1, 3600)) < 0) {
-                fprintf(stderr, "deepmt probe: --timeout expects 1 to 3600 seconds, got '%s'\n", v);
-                return 2;
-            }
-            i++;
-        } else if (a[0] == '/' && strlen(a) < 256 && !strpbrk(a, " \r\n")) {
-            path = a;
-        } else {
-            fprintf(stderr, "deepmt probe: unexpected argument '%s'\n", a);
-            usage(stderr);
-            return 2;
+    probe_args a = {"127.0.0.1", default_port(), 5};
+    const char *pos[1], *path = "/health";
+    int n_pos = 0;
+    char perr[300];
+    int rc = dmt_options_parse("probe", probe_options, 3, &a, argc, argv, NULL, pos, 1, &n_pos, perr, sizeof perr);
+    if (rc == 0 && n_pos) {
+        path = pos[0];
+        if (path[0] != '/' || strlen(path) >= 256 || strpbrk(path, " \r\n")) {
+            rc = -1;
+            snprintf(perr, sizeof perr, "PATH must start with / (e.g. /ready), got '%.100s'", path);
         }
     }
+    if (rc) { /* an error in one line, as every command; the help only when asked */
+        if (rc < 0) fprintf(stderr, "deepmt probe: %s\n", perr);
+        else usage(stdout);
+        return rc > 0 ? 0 : 2;
+    }
+    const char *host = a.host;
+    int port = a.port;
+    long timeout = a.timeout;
     char err[300];
     int status = get_status(host, port, path, (double)timeout, err, sizeof err);
     if (status == 200) return 0;
