@@ -29,7 +29,7 @@ ok "$([ "$rc" = 2 ] && grep -q "did you mean --port?" "$err"; echo $?)" "serve -
 run serve --max-chrs 5
 ok "$([ "$rc" = 2 ] && grep -q "did you mean --max-chars?" "$err"; echo $?)" "serve --max-chrs: \"did you mean --max-chars?\"" \
     "rc $rc: $(cat "$err")"
-for cmd in translate serve inspect forward quantize; do
+for cmd in translate serve inspect forward quantize probe; do
     run "$cmd" --help
     ok "$([ "$rc" = 0 ] && [ -s "$out" ] && grep -q "usage" "$out"; echo $?)" "$cmd --help: usage on stdout, exit 0" \
         "rc $rc, stdout $(wc -c <"$out") bytes, stderr: $(head -c 200 "$err")"
