@@ -449,8 +449,11 @@ def cmd_train(args):
         return [out[i] for i in order]
     if init is not None:
         model.load_state_dict(init.state_dict())
-        hours = float(init.cfg.get("source", {}).get("train_hours", 0))
-        step, epoch, bidx, train_time, cpu0, best, tokens_seen = init_step, 0, 0, hours * 3600, 0.0, -1.0, 0
+        src = init.cfg.get("source", {})
+        hours = float(src.get("train_hours", 0))
+        # a run continued on a new machine keeps counting its CPU hours and tokens
+        cpu0, tokens_seen = float(src.get("cpu_hours", 0)) * 3600, int(src.get("target_tokens", 0))
+        step, epoch, bidx, train_time, best = init_step, 0, 0, hours * 3600, -1.0
         torch.manual_seed(args.seed + step)
     if state:
         model.load_state_dict(state["model"])
@@ -695,6 +698,7 @@ def cmd_export(args):
     cfg = dict(state["cfg"])
     cfg["source"] = dict(cfg.get("source") or {}, checkpoint=os.path.basename(path), step=state["step"],
                          train_hours=round(state["train_time"] / 3600, 3),
+                         cpu_hours=round(state["cpu_time"] / 3600, 6), target_tokens=int(state["tokens"]),
                          best_val_bleu=round(state["best_bleu"], 2))
     model = Transformer(cfg)
     model.load_state_dict(state["model"])

@@ -10,6 +10,7 @@ The end-to-end part needs Multi30k (DEEPMT_SHARED, default ../shared) and skips
 with a message without it.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -349,6 +350,13 @@ def test_end_to_end():
                   os.path.join(tmp, "whole", "checkpoint.pt"), "--out", out])
         tap.ok(ex.returncode == 0 and os.path.exists(os.path.join(out, "model.safetensors")),
                "export writes a model directory", detail=ex.stderr[-1500:])
+        src = json.load(open(os.path.join(out, "config.json")))["source"]
+        more = run(["train", "--run", os.path.join(tmp, "more"), "--max-steps", "7", "--init-from", out] + common)
+        c = train.load_state(os.path.join(tmp, "more", "checkpoint.pt")) if more.returncode == 0 else {}
+        tap.ok(src.get("step") == 6 and src.get("target_tokens", 0) == a["tokens"] > 0 and src.get("cpu_hours", 0) > 0
+               and c.get("tokens", 0) > a["tokens"] and c.get("cpu_time", 0) >= src["cpu_hours"] * 3600,
+               "the export carries step, CPU hours and target tokens, and a run continued from it keeps counting",
+               detail=f"{src} {c.get('tokens')} {c.get('cpu_time')} {more.stderr[-800:]}")
         binary = os.path.join(REPO, "build", "deepmt")
         if os.access(binary, os.X_OK):
             r = subprocess.run([binary, "translate", "-m", out, "-t", "de", "-q"], input="A dog runs.\n",
