@@ -372,6 +372,8 @@ static const dmt_option options[] = {
      "right words) [text]", DMT_OPT_NO_ENV, NULL},
     {"beam", 'b', DMT_OPT_INT, F(beam), 0, 1, DMT_BEAM_MAX_SIZE, "N", "beam size [the model's decoding.beam_size]",
      0, NULL},
+    {"beam-size", 0, DMT_OPT_INT, F(beam), 0, 1, DMT_BEAM_MAX_SIZE, "N", "the same as --beam (the API's beam_size)",
+     DMT_OPT_HIDDEN | DMT_OPT_NO_ENV, NULL},
     {"nbest", 'n', DMT_OPT_INT, F(nbest), 0, 1, DMT_BEAM_MAX_SIZE, "N", "translations per line, at most --beam [1]",
      DMT_OPT_NO_ENV, NULL},
     {"scores", 0, DMT_OPT_FLAG, F(scores), 0, 0, 0, "", "write \"score<TAB>translation\" (length-normalised "

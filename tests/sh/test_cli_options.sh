@@ -58,8 +58,8 @@ ok "$([ -z "$differ" ]; echo $?)" "serve and translate --help: model, threads, w
     "differ:$differ"
 echo "A dog." | DEEPMT_MODEL="$MODEL" "$BIN" translate --target de >"$out" 2>"$err"; rc=$?
 ok "$([ "$rc" = 0 ] && [ -s "$out" ]; echo $?)" "translate reads DEEPMT_MODEL, as serve does" "rc $rc: $(cat "$err")"
-echo "A dog." | "$BIN" translate -m "$MODEL" --target de --batch-size 4 --max-batch-sentences 4 -q >"$out" 2>"$err"; rc=$?
-ok "$([ "$rc" = 0 ]; echo $?)" "translate: --max-batch-sentences, and --batch-size still accepted" "rc $rc: $(cat "$err")"
+echo "A dog." | "$BIN" translate -m "$MODEL" --target de --batch-size 4 --max-batch-sentences 4 --beam-size 2 -q >"$out" 2>"$err"; rc=$?
+ok "$([ "$rc" = 0 ]; echo $?)" "translate: --max-batch-sentences, --batch-size (its old name) and --beam-size (the API's beam_size) accepted" "rc $rc: $(cat "$err")"
 run inspect -m "$MODEL"
 ok "$([ "$rc" = 0 ] && grep -q "^model: *$MODEL" "$out"; echo $?)" "inspect -m DIR, as the other commands" "rc $rc: $(cat "$err")"
 run inspect "$MODEL"
