@@ -350,6 +350,14 @@ def test_end_to_end():
                   os.path.join(tmp, "whole", "checkpoint.pt"), "--out", out])
         tap.ok(ex.returncode == 0 and os.path.exists(os.path.join(out, "model.safetensors")),
                "export writes a model directory", detail=ex.stderr[-1500:])
+        size = os.path.getsize(os.path.join(out, "sentencepiece.model"))
+        again = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint",
+                     os.path.join(tmp, "whole", "checkpoint.pt"), "--out", out, "--spm",
+                     os.path.join(out, "sentencepiece.model")])
+        tap.ok(again.returncode == 0 and size > 0 and os.path.getsize(os.path.join(out, "sentencepiece.model")) == size,
+               "an export over the directory its vocabulary comes from keeps the vocabulary whole",
+               detail=f"{size} bytes before, {os.path.getsize(os.path.join(out, 'sentencepiece.model'))} after "
+                      f"{again.stderr[-500:]}")
         src = json.load(open(os.path.join(out, "config.json")))["source"]
         more = run(["train", "--run", os.path.join(tmp, "more"), "--max-steps", "7", "--init-from", out] + common)
         c = train.load_state(os.path.join(tmp, "more", "checkpoint.pt")) if more.returncode == 0 else {}

@@ -78,8 +78,14 @@ def save(model, directory, dtype="F32", sentencepiece=None, metadata=None):
         f.write("\n")
     write_safetensors(os.path.join(directory, "model.safetensors"), model_tensors(model), dtype, metadata)
     if sentencepiece:
-        with open(sentencepiece, "rb") as src, open(os.path.join(directory, "sentencepiece.model"), "wb") as dst:
-            dst.write(src.read())
+        # read whole before writing: exporting over the model directory the run's
+        # vocabulary came from (--init-from DIR, export --out DIR) must not truncate it
+        with open(sentencepiece, "rb") as src:
+            data = src.read()
+        if not data:
+            raise ValueError(f"{sentencepiece} is empty")
+        with open(os.path.join(directory, "sentencepiece.model"), "wb") as dst:
+            dst.write(data)
 
 
 def load(directory):
