@@ -147,21 +147,35 @@ static void progress(job *J, int final) {
     fflush(stderr);
 }
 
-/* " i-j" for each aligned word pair of the line's pieces, the words counted over
- * the whole line (source) and its translation (out, as written so far per piece). */
-static char *line_alignment(const line *l, const dmt_span *spans, const dmt_translate_output *res,
-                            const char *out, const size_t *out_start) {
-    size_t need = 1;
-    for (int u = 0; u < l->count; u++) need += (size_t)res[u].n_alignment * 24;
-    char *a = malloc(need), *p = a;
+/* The line's word pairs (source word, target word) into l->pairs: each piece's own
+ * pairs, its words counted over the whole line and over the translation out
+ * (out_start[u]: where piece u's translation starts in it). 0, or -1 out of memory. */
+static int line_pairs(line *l, const dmt_span *spans, const dmt_translate_output *res, const char *out,
+                      const size_t *out_start) {
+    size_t most = 1, out_len = strlen(out);
+    for (int u = 0; u < l->count; u++) most += (size_t)res[u].n_alignment;
+    free(l->pairs);
+    l->n_pairs = 0;
+    if (!(l->pairs = malloc(most * 2 * sizeof *l->pairs))) return -1;
+    for (int u = 0; u < l->count; u++) {
+        int so = dmt_word_index_at(l->text, l->len, spans[u].start), to = dmt_word_index_at(out, out_len, out_start[u]);
+        for (int q = 0; q < res[u].n_alignment; q++, l->n_pairs++) {
+            l->pairs[2 * l->n_pairs] = so + res[u].alignment[2 * q];
+            l->pairs[2 * l->n_pairs + 1] = to + res[u].alignment[2 * q + 1];
+        }
+    }
+    return 0;
+}
+
+/* " i-j" for each of the line's word pairs (line_pairs). */
+static char *line_alignment(line *l, const dmt_span *spans, const dmt_translate_output *res, const char *out,
+                            const size_t *out_start) {
+    if (line_pairs(l, spans, res, out, out_start)) return NULL;
+    char *a = malloc((size_t)l->n_pairs * 24 + 1), *p = a;
     if (!a) return NULL;
     *p = 0;
-    for (int u = 0; u < l->count; u++) {
-        int so = dmt_word_index_at(l->text, l->len, spans[u].start);
-        int to = dmt_word_index_at(out, strlen(out), out_start[u]);
-        for (int q = 0; q < res[u].n_alignment; q++)
-            p += sprintf(p, "%s%d-%d", p == a ? "" : " ", so + res[u].alignment[2 * q], to + res[u].alignment[2 * q + 1]);
-    }
+    for (int q = 0; q < l->n_pairs; q++)
+        p += sprintf(p, "%s%d-%d", q ? " " : "", l->pairs[2 * q], l->pairs[2 * q + 1]);
     return a;
 }
 
@@ -170,14 +184,11 @@ static char *line_alignment(const line *l, const dmt_span *spans, const dmt_tran
  * --scores (the mean over the pieces); one line each. NULL when out of memory. */
 static char *format_output(const job *J, line *l, const dmt_span *spans, const dmt_translate_output *res) {
     if (J->raw) { /* a document's text: the best translation, spacing as it was, nothing added */
-        size_t need = l->len + 1, pos = 0, o = 0, n_pairs = 1;
-        for (int u = 0; u < l->count; u++) need += strlen(res[u].texts[0]), n_pairs += (size_t)res[u].n_alignment;
+        size_t need = l->len + 1, pos = 0, o = 0;
+        for (int u = 0; u < l->count; u++) need += strlen(res[u].texts[0]);
         char *t = malloc(need);
         size_t *starts = malloc(((size_t)(l->count > 0 ? l->count : 0) + 1) * sizeof *starts);
-        free(l->pairs);
-        l->n_pairs = 0;
-        l->pairs = malloc(n_pairs * 2 * sizeof *l->pairs); /* for the inline tags of HTML (text/html.h) */
-        if (!t || !starts || !l->pairs) { free(t); free(starts); return NULL; }
+        if (!t || !starts) { free(t); free(starts); return NULL; }
         for (int u = 0; u < l->count; u++) {
             memcpy(t + o, l->text + pos, spans[u].start - pos);
             o += spans[u].start - pos;
@@ -189,15 +200,9 @@ static char *format_output(const job *J, line *l, const dmt_span *spans, const d
         }
         memcpy(t + o, l->text + pos, l->len - pos);
         t[o + l->len - pos] = 0;
-        size_t tl = o + l->len - pos;
-        for (int u = 0; u < l->count; u++) {
-            int so = dmt_word_index_at(l->text, l->len, spans[u].start), to = dmt_word_index_at(t, tl, starts[u]);
-            for (int q = 0; q < res[u].n_alignment; q++, l->n_pairs++) {
-                l->pairs[2 * l->n_pairs] = so + res[u].alignment[2 * q];
-                l->pairs[2 * l->n_pairs + 1] = to + res[u].alignment[2 * q + 1];
-            }
-        }
+        int failed = line_pairs(l, spans, res, t, starts); /* for the inline tags of HTML, runs of documents */
         free(starts);
+        if (failed) { free(t); return NULL; }
         return t;
     }
     size_t need = 1;

@@ -21,6 +21,7 @@
 #include <zip.h>
 
 #include "base/utf8.h"
+#include "text/sentences.h"
 
 #define DOC_MAX_ENTRIES 4096
 #define DOC_MAX_UNPACKED (256u << 20)
@@ -507,21 +508,6 @@ static int write_zip(dmt_doc *queued, const char *const *tr, const size_t *tl, c
     return rc;
 }
 
-static int is_ws(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
-/* Words of s[0..n) split at whitespace: starts (and ends); the count. */
-static int word_bounds(const char *s, size_t n, size_t *start, size_t *end) {
-    int w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (is_ws(s[i])) continue;
-        if (start) start[w] = i;
-        while (i < n && !is_ws(s[i])) i++;
-        if (end) end[w] = i;
-        w++;
-    }
-    return w;
-}
-
 /* Which of paragraph p's text nodes each word of its translation tr goes into:
  * into *node (nt entries), non-decreasing, so that the nodes keep their order and
  * each holds a stretch of the translation; chosen to agree best with the word
@@ -529,7 +515,7 @@ static int word_bounds(const char *s, size_t n, size_t *start, size_t *end) {
  * words aligned to its own. The number of target words, or -1 (out of memory, or
  * too large to weigh: the caller puts everything in the first node). */
 static int assign_words(const piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs, int **node_of) {
-    int nt = word_bounds(tr, tl, NULL, NULL), ns = word_bounds(p->text, p->len, NULL, NULL), nn = p->n_nodes;
+    int nt = dmt_word_bounds(tr, tl, NULL, NULL), ns = dmt_word_bounds(p->text, p->len, NULL, NULL), nn = p->n_nodes;
     if (nt == 0 || nn < 2 || (long)nt * nn > 1000000) return -1;
     size_t *ss = malloc(((size_t)ns + 1) * sizeof *ss);
     int *src_node = malloc(((size_t)ns + 1) * sizeof *src_node), *score = calloc((size_t)nt * nn, sizeof *score);
@@ -537,7 +523,7 @@ static int assign_words(const piece *p, const char *tr, size_t tl, const int *pa
     int *out = malloc((size_t)nt * sizeof *out);
     int rc = -1;
     if (!ss || !src_node || !score || !best || !from || !out) goto done;
-    word_bounds(p->text, p->len, ss, NULL);
+    dmt_word_bounds(p->text, p->len, ss, NULL);
     for (int w = 0, k = 0; w < ns; w++) { /* the node a source word starts in */
         while (k + 1 < nn && p->node_at[k + 1] <= ss[w]) k++;
         src_node[w] = k;
@@ -585,7 +571,7 @@ static void put_translation(dmt_doc *d, piece *p, const char *tr, size_t tl, con
         free(ts);
         return;
     }
-    word_bounds(tr, tl, ts, NULL);
+    dmt_word_bounds(tr, tl, ts, NULL);
     for (int k = 0, w = 0; k < p->n_nodes; k++) {
         size_t from = w < nt && node_of[w] == k ? (w == 0 ? 0 : ts[w]) : 0, to = from;
         int has = w < nt && node_of[w] == k;

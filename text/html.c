@@ -7,6 +7,7 @@
  * reprinted tree would rewrite.
  */
 #include "text/html.h"
+#include "text/sentences.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -427,19 +428,6 @@ static char *put_escaped(char *o, const char *s, size_t n) {
 
 static int is_closing_punct(char c) { return c && strchr(".,;:!?)]}\"'", c) != NULL; }
 
-/* Words split at ASCII whitespace: start and end offsets; the count. */
-static int split_words(const char *s, size_t n, size_t *start, size_t *end) {
-    int w = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (is_space(s[i]) || s[i] == '\v') continue;
-        if (start) start[w] = i;
-        while (i < n && !is_space(s[i]) && s[i] != '\v') i++;
-        if (end) end[w] = i;
-        w++;
-    }
-    return w;
-}
-
 /* Where a tag lands in the translation: words [s, e) (s == e: between words). */
 typedef struct { int s, e; } span;
 
@@ -502,10 +490,10 @@ static char *render_segment(const dmt_html *h, const segment *g, const char *tr,
                             int n_pairs, char *o, int *order, span *sp, size_t *buf) {
     const char *src = h->texts[g->text];
     if (!g->n_tags) return put_escaped(o, tr, tr_len);
-    int ns = split_words(g->words, g->words_len, NULL, NULL), nt = split_words(tr, tr_len, NULL, NULL);
+    int ns = dmt_word_bounds(g->words, g->words_len, NULL, NULL), nt = dmt_word_bounds(tr, tr_len, NULL, NULL);
     size_t *sst = buf, *sen = sst + ns, *tst = sen + ns, *ten = tst + nt;
-    split_words(g->words, g->words_len, sst, sen);
-    split_words(tr, tr_len, tst, ten);
+    dmt_word_bounds(g->words, g->words_len, sst, sen);
+    dmt_word_bounds(tr, tr_len, tst, ten);
     for (int q = 0; q < g->n_tags; q++) order[q] = q;
     for (int q = 1; q < g->n_tags; q++) { /* insertion sort into tree order: a up, then b down */
         int x = order[q], r = q;

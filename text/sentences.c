@@ -303,6 +303,18 @@ int dmt_sentence_chunks(const char *s, size_t len, int (*fits)(void *arg, const 
 
 static int is_ascii_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
+int dmt_word_bounds(const char *text, size_t len, size_t *start, size_t *end) {
+    int w = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (is_ascii_space((unsigned char)text[i])) continue;
+        if (start) start[w] = i;
+        while (i < len && !is_ascii_space((unsigned char)text[i])) i++;
+        if (end) end[w] = i;
+        w++;
+    }
+    return w;
+}
+
 int dmt_word_index_at(const char *text, size_t len, size_t pos) {
     if (pos > len) pos = len;
     int words = 0;

@@ -59,4 +59,8 @@ int dmt_sentence_chunks(const char *text, size_t len, int (*fits)(void *arg, con
  * own word numbers plus this offset number its words in the whole text. */
 int dmt_word_index_at(const char *text, size_t len, size_t pos);
 
+/* The words of text[0..len) in that numbering: where each starts and ends (either
+ * array may be NULL: counting only); their count. */
+int dmt_word_bounds(const char *text, size_t len, size_t *start, size_t *end);
+
 #endif
