@@ -67,9 +67,8 @@ void dmt_options_threads(int threads, int workers, int *workers_out, int *blas_t
 
 #define DMT_DEFAULT_MODEL "models/default"
 
-#define DMT_OPTION_MODEL(off, sz)                                                                                  \
-    {"model", 'm', DMT_OPT_STR, (off), (sz), 0, 0, "DIR",                                                          \
-     "model directory (config.json, model.safetensors, sentencepiece.model) [" DMT_DEFAULT_MODEL "]", 0, NULL}
+#define DMT_MODEL_HELP "model directory (config.json, model.safetensors, sentencepiece.model) [" DMT_DEFAULT_MODEL "]"
+#define DMT_OPTION_MODEL(off, sz) {"model", 'm', DMT_OPT_STR, (off), (sz), 0, 0, "DIR", DMT_MODEL_HELP, 0, NULL}
 #define DMT_OPTION_THREADS(off)                                                                                    \
     {"threads", 0, DMT_OPT_INT, (off), 0, 0, 1024, "N", "CPU threads in all (0: the number of cores) [0]", 0, NULL}
 #define DMT_OPTION_WORKERS(off)                                                                                    \

@@ -12,10 +12,16 @@
 #include "base/options.h"
 
 static int set_api_keys(void *target, const char *value, int from_env, char *err, size_t errlen);
+static int add_model(void *target, const char *value, int from_env, char *err, size_t errlen);
 
 #define F(field) offsetof(dmt_server_config, field)
 static const dmt_option options[] = {
-    DMT_OPTION_MODEL(F(model_dir), sizeof ((dmt_server_config *)0)->model_dir),
+    {"model", 'm', DMT_OPT_CUSTOM, 0, 0, 0, 0, "DIR", DMT_MODEL_HELP, 0, add_model},
+    {"models", 0, DMT_OPT_STR, F(models_folder), sizeof ((dmt_server_config *)0)->models_folder, 0, 0, "FOLDER",
+     "serve every model directory in FOLDER too (a models.json there may name, order and configure them; "
+     "SIGHUP reads it again); -m may also be given several times, as DIR or NAME=DIR [off]", 0, NULL},
+    {"admin-key", 0, DMT_OPT_STR, F(admin_key), sizeof ((dmt_server_config *)0)->admin_key, 0, 0, "KEY",
+     "enable POST /admin/reload for requests with this key (header X-Admin-Key), as SIGHUP does [off]", 0, NULL},
     {"host", 0, DMT_OPT_STR, F(host), sizeof ((dmt_server_config *)0)->host, 0, 0, "ADDR", "address to bind [127.0.0.1]", 0, NULL},
     {"port", 0, DMT_OPT_INT, F(port), 0, 0, 65535, "N", "TCP port (0: any free port) [5000]", 0, NULL},
     DMT_OPTION_THREADS(F(threads)),
@@ -72,7 +78,6 @@ static const dmt_option options[] = {
 
 void dmt_server_config_default(dmt_server_config *c) {
     memset(c, 0, sizeof *c);
-    snprintf(c->model_dir, sizeof c->model_dir, "models/default");
     snprintf(c->host, sizeof c->host, "127.0.0.1");
     c->port = 5000;
     c->workers = 0; /* auto, resolved after parsing */
@@ -99,11 +104,43 @@ void dmt_server_config_default(dmt_server_config *c) {
     snprintf(c->cors_origin, sizeof c->cors_origin, "*");
 }
 
-void dmt_server_config_clear(dmt_server_config *c) {
+/* --model / DEEPMT_MODEL: one more model; a flag's first replaces the variable's. */
+static int add_model(void *target, const char *value, int from_env, char *err, size_t errlen) {
+    dmt_server_config *c = target;
+    if (!from_env && c->model_dirs_from_env) {
+        for (int i = 0; i < c->n_model_dirs; i++) free(c->model_dirs[i]);
+        c->n_model_dirs = 0;
+        c->model_dirs_from_env = 0;
+    }
+    if (!*value || strlen(value) >= 1024) {
+        snprintf(err, errlen, "--model: %s model directory name", *value ? "too long a" : "an empty");
+        return -1;
+    }
+    char **dirs = realloc(c->model_dirs, sizeof *dirs * (size_t)(c->n_model_dirs + 1));
+    if (!dirs || !(dirs[c->n_model_dirs] = strdup(value))) {
+        if (dirs) c->model_dirs = dirs;
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    c->model_dirs = dirs;
+    c->n_model_dirs++;
+    c->model_dirs_from_env = from_env;
+    return 0;
+}
+
+static void clear_keys(dmt_server_config *c) {
     for (int i = 0; i < c->n_api_keys; i++) free(c->api_keys[i]);
     free(c->api_keys);
     c->api_keys = NULL;
     c->n_api_keys = 0;
+}
+
+void dmt_server_config_clear(dmt_server_config *c) {
+    for (int i = 0; i < c->n_model_dirs; i++) free(c->model_dirs[i]);
+    free(c->model_dirs);
+    c->model_dirs = NULL;
+    c->n_model_dirs = 0;
+    clear_keys(c);
 }
 
 void dmt_server_usage(FILE *f) {
@@ -166,7 +203,7 @@ oom:
  * any length (read whole, never split), blank lines and '#' comments skipped. */
 static int load_keys(dmt_server_config *c, const char *value, int is_file, char *err, size_t errlen) {
     char where[1100];
-    dmt_server_config_clear(c);
+    clear_keys(c);
     if (!is_file) {
         int entry = 1;
         for (const char *p = value;; entry++) {
@@ -209,7 +246,7 @@ static int load_keys(dmt_server_config *c, const char *value, int is_file, char 
     }
     return 0;
 fail:
-    dmt_server_config_clear(c);
+    clear_keys(c);
     return -1;
 }
 
@@ -226,13 +263,8 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
         return 1;
     }
     if (rc) return -1;
-    if (n_dir) { /* deepmt serve models/default */
-        if (strlen(dir[0]) >= sizeof c->model_dir) {
-            snprintf(err, errlen, "model directory name too long");
-            return -1;
-        }
-        snprintf(c->model_dir, sizeof c->model_dir, "%s", dir[0]);
-    }
+    if (n_dir && add_model(c, dir[0], 0, err, errlen)) return -1; /* deepmt serve models/default */
+    if (c->n_model_dirs == 0 && !c->models_folder[0] && add_model(c, DMT_DEFAULT_MODEL, 0, err, errlen)) return -1;
     /* Several one-thread workers beat one many-thread worker here: a decoder step's
      * small matrix products scale poorly across BLAS threads, and with one BLAS thread
      * the few-row kernels apply (ops.c). Measured on 2 cores, default model, medians

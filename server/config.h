@@ -7,7 +7,11 @@
 #include <stdio.h>
 
 typedef struct {
-    char model_dir[1024];    /* --model / DEEPMT_MODEL */
+    char **model_dirs;       /* --model DIR or NAME=DIR, repeatable / DEEPMT_MODEL; none: models/default */
+    int n_model_dirs;
+    int model_dirs_from_env; /* the list holds DEEPMT_MODEL's: the first --model replaces it */
+    char models_folder[1024]; /* --models: serve every model directory in it (models.json may order them) */
+    char admin_key[256];     /* --admin-key: POST /admin/reload with it; "" = no admin endpoint */
     char host[256];          /* --host: address to bind (IPv4 or IPv6 literal, or a name) */
     int port;                /* --port */
     int probe_port;          /* --probe-port: /health and /ready on a listener of their own; 0 = off */

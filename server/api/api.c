@@ -53,12 +53,16 @@ void dmt_api_client_id(const dmt_server_config *cfg, const char *api_key, const 
     }
 }
 
-json_t *dmt_api_languages(const dmt_config *mcfg) {
+json_t *dmt_api_languages(const dmt_model_set *set, const dmt_config *boot) {
     json_t *arr = json_array();
+    const dmt_config *mcfg = set ? &set->languages : boot;
     for (int i = 0; i < mcfg->n_languages; i++) {
         json_t *targets = json_array();
+        dmt_served *d, *a, *b;
         for (int k = 0; k < mcfg->n_languages; k++)
-            if (k != i) json_array_append_new(targets, json_string(mcfg->languages[k].code));
+            if (k != i && (!set || !dmt_model_set_route(set, mcfg->languages[i].code, mcfg->languages[k].code, NULL,
+                                                        &d, &a, &b)))
+                json_array_append_new(targets, json_string(mcfg->languages[k].code));
         json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "code", mcfg->languages[i].code, "name",
                                              mcfg->languages[i].name, "targets", targets));
     }
@@ -249,8 +253,29 @@ static int sentence_jobs(const dmt_model *model, const char *text, dmt_span s, d
  * the model becomes several, see sentence_jobs); fills spans/first/count. The
  * limits count characters and sentences, never a sentence's length. 0, or 400 /
  * 500 with a message. */
-static int split_texts(dmt_api_request *r, const dmt_server_config *cfg, const dmt_model *model, char *err,
-                       size_t errlen) {
+int dmt_api_text_jobs(const dmt_model *model, const char *text, size_t len, dmt_span *out, int cap) {
+    int n = dmt_sentences_split(text, len, NULL, 0), total = 0;
+    dmt_span *sent = calloc((size_t)n + 1, sizeof *sent);
+    if (!sent) return -1;
+    dmt_sentences_split(text, len, sent, n);
+    for (int i = 0; i < n; i++) {
+        int k = sentence_jobs(model, text, sent[i], NULL);
+        if (out && total + k <= cap) sentence_jobs(model, text, sent[i], out + total);
+        total += k;
+    }
+    free(sent);
+    return total;
+}
+
+/* The model that measures text t's sentences: its route's first leg (NULL before
+ * routing, or when nothing is translated). */
+static const dmt_model *text_model(const dmt_api_request *r, int t) {
+    if (!r->parts || !r->text_part) return NULL;
+    const dmt_api_part *p = &r->parts[r->text_part[t]];
+    return (p->pivot_model ? p->pivot_model : p->model)->model;
+}
+
+static int split_texts(dmt_api_request *r, const dmt_server_config *cfg, char *err, size_t errlen) {
     size_t chars = 0;
     long sentences = 0, total = 0;
     for (int t = 0; t < r->n_texts; t++) chars += count_chars(r->texts[t], r->lens[t]);
@@ -271,10 +296,18 @@ static int split_texts(dmt_api_request *r, const dmt_server_config *cfg, const d
     if (!sent) goto oom;
     for (int t = 0, o = 0; t < r->n_texts; o += n_sent[t++]) dmt_sentences_split(r->texts[t], r->lens[t], sent + o, n_sent[t]);
     for (int t = 0, o = 0; t < r->n_texts; o += n_sent[t++]) {
-        r->first[t] = (int)total;
         r->count[t] = 0;
-        for (int i = 0; i < n_sent[t]; i++) r->count[t] += sentence_jobs(model, r->texts[t], sent[o + i], NULL);
-        total += r->count[t];
+        for (int i = 0; i < n_sent[t]; i++) r->count[t] += sentence_jobs(text_model(r, t), r->texts[t], sent[o + i], NULL);
+    }
+    /* jobs part by part: each part's are one stretch, the work of one leg */
+    for (int p = 0; p < (r->n_parts ? r->n_parts : 1); p++) {
+        if (r->n_parts) r->parts[p].first = (int)total;
+        for (int t = 0; t < r->n_texts; t++)
+            if (!r->n_parts || r->text_part[t] == p) {
+                r->first[t] = (int)total;
+                total += r->count[t];
+            }
+        if (r->n_parts) r->parts[p].count = (int)total - r->parts[p].first;
     }
     r->n_sentences = (int)total;
     r->spans = calloc((size_t)total + 1, sizeof *r->spans);
@@ -284,7 +317,7 @@ static int split_texts(dmt_api_request *r, const dmt_server_config *cfg, const d
     }
     for (int t = 0, o = 0; t < r->n_texts; o += n_sent[t++])
         for (int i = 0, k = r->first[t]; i < n_sent[t]; i++)
-            k += sentence_jobs(model, r->texts[t], sent[o + i], r->spans + k);
+            k += sentence_jobs(text_model(r, t), r->texts[t], sent[o + i], r->spans + k);
     free(sent);
     free(n_sent);
     return 0;
@@ -294,30 +327,42 @@ oom:
     return 500;
 }
 
-/* Decoding options from the config's defaults and the request's engine fields. */
-static int read_options(dmt_api_request *r, const dmt_server_config *cfg, const dmt_config *mcfg, json_t *body,
-                        char *err, size_t errlen) {
-    dmt_beam_options o = dmt_beam_options_default(mcfg);
+/* The request's engine fields, kept to be applied to each model's own defaults
+ * (dmt_api_leg_options). max_length may not exceed what the largest served model
+ * takes; each leg caps it at its own model's. */
+static int read_options(dmt_api_request *r, const dmt_server_config *cfg, json_t *body, char *err, size_t errlen) {
     long v;
     double d;
-    int rc;
+    int rc, most = 3;
+    for (int i = 0; i < r->set->n; i++)
+        if (r->set->models[i]->cfg.max_positions > most) most = r->set->models[i]->cfg.max_positions;
     if ((rc = get_int(body, "alternatives", 0, cfg->max_alternatives, &v, err, errlen)) < 0) return 400;
     if (rc) r->alternatives = (int)v;
     if ((rc = get_int(body, "beam_size", 1, MAX_BEAM, &v, err, errlen)) < 0) return 400;
-    if (rc) o.beam_size = (int)v;
+    if (rc) r->want_beam = v;
+    r->want_length_penalty = -1;
     if ((rc = get_number(body, "length_penalty", 0.0, 10.0, &d, err, errlen)) < 0) return 400;
-    if (rc) o.length_penalty = (float)d;
-    long max_len = mcfg->max_positions > 2 ? mcfg->max_positions - 2 : 1;
-    if ((rc = get_int(body, "max_length", 1, max_len, &v, err, errlen)) < 0) return 400;
-    if (rc) {
+    if (rc) r->want_length_penalty = d;
+    if ((rc = get_int(body, "max_length", 1, most - 2, &v, err, errlen)) < 0) return 400;
+    if (rc) r->want_max_length = v;
+    return 0;
+}
+
+int dmt_api_leg_options(const dmt_api_request *r, const dmt_config *mcfg, int nbest, dmt_beam_options *out, char *err,
+                        size_t errlen) {
+    dmt_beam_options o = dmt_beam_options_default(mcfg);
+    if (r->want_beam > 0) o.beam_size = (int)r->want_beam;
+    if (r->want_length_penalty >= 0) o.length_penalty = (float)r->want_length_penalty;
+    if (r->want_max_length > 0) {
+        int most = mcfg->max_positions > 2 ? mcfg->max_positions - 2 : 1;
         o.max_len_a = 0;
-        o.max_len_b = (int)v;
-        if (o.min_len > (int)v) o.min_len = (int)v;
+        o.max_len_b = r->want_max_length < most ? (int)r->want_max_length : most;
+        if (o.min_len > o.max_len_b) o.min_len = o.max_len_b;
     }
-    o.nbest = r->alternatives + 1;
+    o.nbest = nbest;
     if (o.beam_size < o.nbest) o.beam_size = o.nbest;
     if (dmt_beam_options_check(&o, err, errlen) != 0) return 400;
-    r->work.opt = o;
+    *out = o;
     return 0;
 }
 
@@ -376,18 +421,86 @@ static int html_to_runs(dmt_api_request *r, const dmt_server_config *cfg, const 
     return 0;
 }
 
-int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg, const dmt_model *model, json_t *body,
-                            dmt_api_request **out, char *err, size_t errlen) {
+/* "en, de, fr" for each model: what is served, for a message. */
+static const char *served_list(const dmt_model_set *set, char *buf, size_t cap) {
+    size_t o = 0;
+    char langs[1024];
+    buf[0] = 0;
+    for (int i = 0; i < set->n && o < cap; i++)
+        o += (size_t)snprintf(buf + o, cap - o, "%s%s: %s", i ? "; " : "", set->models[i]->spec.name,
+                              language_list(&set->models[i]->cfg, langs, sizeof langs));
+    return buf;
+}
+
+/* The source language of text t: the request's, or the one detected for the text
+ * (format html: for its document). */
+static const char *text_source(const dmt_api_request *r, const char *source, int t) {
+    if (strcmp(source, "auto")) return source;
+    if (r->html) {
+        for (int d = 0; d < r->n_docs; d++) {
+            int f, c;
+            dmt_html_range(r->html, d, &f, &c);
+            if (t >= f && t < f + c) return r->doc_detected[d] ? r->doc_detected[d] : source;
+        }
+        return source;
+    }
+    return r->detected[t] ? r->detected[t] : source;
+}
+
+/* Routes every text (dmt_model_set_route): texts that go the same way share a part.
+ * 0, or 400 naming what is served. */
+static int route_texts(dmt_api_request *r, const char *source, const char *target, char *err, size_t errlen) {
+    char served[2048];
+    r->text_part = calloc((size_t)r->n_texts + 1, sizeof *r->text_part);
+    r->parts = calloc((size_t)r->n_texts + 1, sizeof *r->parts);
+    if (!r->text_part || !r->parts) {
+        snprintf(err, errlen, "out of memory");
+        return 500;
+    }
+    for (int t = 0; t < r->n_texts; t++) {
+        const char *src = text_source(r, source, t);
+        dmt_served *d, *a, *b;
+        if (!strcmp(src, "auto")) src = target; /* no language to detect from (no languages): as before */
+        if (dmt_model_set_route(r->set, src, target, r->model_name, &d, &a, &b)) {
+            if (r->model_name)
+                snprintf(err, errlen, "model '%s' does not translate '%s' into '%s'; it has: %s", r->model_name, src,
+                         target, language_list(&dmt_model_set_find(r->set, r->model_name)->cfg, served, sizeof served));
+            else
+                snprintf(err, errlen, "no model translates '%s' into '%s', directly or through English; served: %s",
+                         src, target, served_list(r->set, served, sizeof served));
+            return 400;
+        }
+        dmt_served *model = d ? d : b, *pivot = d ? NULL : a;
+        int p = 0;
+        while (p < r->n_parts && !(r->parts[p].model == model && r->parts[p].pivot_model == pivot)) p++;
+        if (p == r->n_parts) {
+            dmt_api_part *part = &r->parts[r->n_parts++];
+            part->req = r;
+            part->model = model;
+            part->pivot_model = pivot;
+            part->target_id = dmt_config_language(&model->cfg, target)->id;
+        }
+        r->text_part[t] = p;
+        r->pivoted |= pivot != NULL;
+    }
+    return 0;
+}
+
+int dmt_api_translate_parse(const dmt_server_config *cfg, dmt_model_set *set, json_t *body, dmt_api_request **out,
+                            char *err, size_t errlen) {
     char langs[1024];
     int status = 0;
     *out = NULL;
     dmt_api_request *r = calloc(1, sizeof *r);
     if (!r) {
         json_decref(body);
+        dmt_model_set_release(set);
         snprintf(err, errlen, "out of memory");
         return 500;
     }
     r->body = body;
+    r->set = set;
+    const dmt_config *mcfg = &set->languages; /* every language served */
     if (!json_is_object(body)) {
         snprintf(err, errlen, "the request body must be a JSON object");
         status = 400;
@@ -411,14 +524,26 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         status = 400;
         goto fail;
     }
-    const dmt_language *tl = dmt_config_language(mcfg, target);
-    if (!tl) {
+    if (!dmt_config_language(mcfg, target)) {
         snprintf(err, errlen, "target language '%.*s' is not supported; supported: %s",
                  (int)dmt_text_clip(target, strlen(target), 32), target, language_list(mcfg, langs, sizeof langs));
         status = 400;
         goto fail;
     }
     err[0] = 0;
+    r->model_name = get_string(body, "model", 0, err, errlen);
+    if (err[0]) {
+        status = 400;
+        goto fail;
+    }
+    if (r->model_name && !dmt_model_set_find(set, r->model_name)) {
+        char served[2048];
+        snprintf(err, errlen, "model '%.*s' is not served; served: %s",
+                 (int)dmt_text_clip(r->model_name, strlen(r->model_name), 64), r->model_name,
+                 served_list(set, served, sizeof served));
+        status = 400;
+        goto fail;
+    }
     const char *format = get_string(body, "format", 0, err, errlen);
     if (err[0]) {
         status = 400;
@@ -430,7 +555,7 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         status = 400;
         goto fail;
     }
-    if ((status = read_options(r, cfg, mcfg, body, err, errlen))) goto fail;
+    if ((status = read_options(r, cfg, body, err, errlen))) goto fail;
     json_t *al = json_object_get(body, "alignments");
     if (al && !json_is_null(al)) {
         const char *as = json_string_value(al); /* form fields arrive as strings */
@@ -457,23 +582,34 @@ int dmt_api_translate_parse(const dmt_server_config *cfg, const dmt_config *mcfg
         for (int t = 0; t < r->n_texts; t++)
             r->detected[t] = dmt_detect_language(mcfg, r->texts[t], r->lens[t], &r->confidence[t]);
     }
-    if ((status = split_texts(r, cfg, model, err, errlen))) goto fail;
+    if (!r->same_language && (status = route_texts(r, source, target, err, errlen))) goto fail;
+    if ((status = split_texts(r, cfg, err, errlen))) goto fail;
     if (!r->same_language && r->n_sentences > 0) {
-        r->work.jobs = calloc((size_t)r->n_sentences, sizeof *r->work.jobs);
-        if (!r->work.jobs) {
+        r->jobs = calloc((size_t)r->n_sentences, sizeof *r->jobs);
+        if (!r->jobs) {
             snprintf(err, errlen, "out of memory");
             status = 500;
             goto fail;
         }
-        r->work.n_jobs = r->n_sentences;
+        r->n_jobs = r->n_sentences;
         for (int t = 0; t < r->n_texts; t++) {
             for (int i = 0; i < r->count[t]; i++) {
-                dmt_job *j = &r->work.jobs[r->first[t] + i];
+                dmt_job *j = &r->jobs[r->first[t] + i];
                 const dmt_span *sp = &r->spans[r->first[t] + i];
                 j->text = r->texts[t] + sp->start;
                 j->len = sp->len;
-                j->target_id = tl->id; /* the scheduler measures its cost (pieces, beam, max length) */
+                j->target_id = r->parts[r->text_part[t]].target_id; /* the scheduler measures its cost */
             }
+        }
+        for (int p = 0; p < r->n_parts; p++) { /* the options each leg's model gives */
+            dmt_api_part *part = &r->parts[p];
+            dmt_beam_options o;
+            if (part->pivot_model &&
+                (status = dmt_api_leg_options(r, &part->pivot_model->cfg, 1, &part->work.key.opt, err, errlen)))
+                goto fail;
+            if ((status = dmt_api_leg_options(r, &part->model->cfg, r->alternatives + 1, &o, err, errlen))) goto fail;
+            if (part->pivot_model) part->work2.key.opt = o;
+            else part->work.key.opt = o;
         }
     }
     *out = r;
@@ -485,8 +621,19 @@ fail:
 
 void dmt_api_request_free(dmt_api_request *r) {
     if (!r) return;
-    for (int i = 0; i < r->work.n_jobs; i++) dmt_translate_output_clear(&r->work.jobs[i].out);
-    free(r->work.jobs);
+    for (int i = 0; i < r->n_jobs; i++) dmt_translate_output_clear(&r->jobs[i].out);
+    free(r->jobs);
+    for (int p = 0; r->parts && p < r->n_parts; p++) {
+        dmt_api_part *part = &r->parts[p];
+        for (int i = 0; part->pivot_jobs && i < part->count; i++) dmt_translate_output_clear(&part->pivot_jobs[i].out);
+        for (int i = 0; part->leg2_jobs && i < part->n_leg2; i++) dmt_translate_output_clear(&part->leg2_jobs[i].out);
+        free(part->pivot_jobs);
+        free(part->leg2_jobs);
+        free(part->leg2_spans);
+        free(part->leg2_first);
+    }
+    free(r->parts);
+    free(r->text_part);
     free(r->texts);
     free(r->lens);
     free(r->first);
@@ -500,6 +647,7 @@ void dmt_api_request_free(dmt_api_request *r) {
     free(r->doc_detected);
     free(r->doc_confidence);
     json_decref(r->body);
+    dmt_model_set_release(r->set);
     free(r);
 }
 
@@ -508,7 +656,7 @@ void dmt_api_request_free(dmt_api_request *r) {
 static json_t *assemble(const dmt_api_request *r, int t, int k) {
     const char *text = r->texts[t];
     size_t cap = 1, pos = 0, o = 0;
-    const dmt_job *jobs = r->work.jobs + r->first[t];
+    const dmt_job *jobs = r->jobs + r->first[t];
     const dmt_span *sp = r->spans + r->first[t];
     for (int i = 0; i < r->count[t]; i++) {
         const dmt_translate_output *out = &jobs[i].out;
@@ -542,7 +690,7 @@ static json_t *alternatives_of(const dmt_api_request *r, int t, json_t *main_tex
     json_t *alts = json_array();
     int most = 0;
     for (int i = 0; i < r->count[t]; i++)
-        if (r->work.jobs[r->first[t] + i].out.n > most) most = r->work.jobs[r->first[t] + i].out.n;
+        if (r->jobs[r->first[t] + i].out.n > most) most = r->jobs[r->first[t] + i].out.n;
     for (int k = 1; k < most && (int)json_array_size(alts) < r->alternatives; k++) {
         json_t *a = assemble(r, t, k);
         int dup = !a || json_equal(a, main_text);
@@ -568,7 +716,7 @@ static int *word_pairs(const dmt_api_request *r, int t, const char *tr, size_t t
         if (pairs) *n = words;
         return pairs;
     }
-    const dmt_job *jobs = r->work.jobs + r->first[t];
+    const dmt_job *jobs = r->jobs + r->first[t];
     const dmt_span *sp = r->spans + r->first[t];
     for (int i = 0; i < r->count[t]; i++) most += (size_t)jobs[i].out.n_alignment;
     int *pairs = malloc(most * 2 * sizeof *pairs);
@@ -639,23 +787,17 @@ static json_t *html_documents(const dmt_api_request *r, json_t *runs) {
 }
 
 json_t *dmt_api_translate_result(const dmt_api_request *r, int *status) {
-    if (atomic_load(&r->work.cancelled)) {
-        *status = 503;
-        return dmt_api_error("the server is shutting down");
+    const char *dropped;
+    if ((*status = dmt_api_dropped(r, &dropped))) return dmt_api_error("%s", dropped);
+    if (r->fail_status) {
+        *status = r->fail_status;
+        return dmt_api_error("%s", r->fail_error);
     }
-    if (atomic_load(&r->work.disconnected)) { /* nobody reads it: the client is gone */
-        *status = 499;
-        return dmt_api_error("the client went away");
-    }
-    if (atomic_load(&r->work.timed_out)) {
-        *status = 503;
-        return dmt_api_error("the request waited too long in the queue; try again later");
-    }
-    for (int i = 0; i < r->work.n_jobs; i++) {
-        const dmt_job *j = &r->work.jobs[i];
+    for (int i = 0; i < r->n_jobs; i++) {
+        const dmt_job *j = &r->jobs[i];
         if (j->out.error[0] || !j->out.texts || j->out.n < 1) {
-            int t = 0;
-            while (t + 1 < r->n_texts && r->first[t + 1] <= i) t++;
+            int t = 0; /* the text that owns job i (texts' jobs are grouped by part, not in text order) */
+            while (t + 1 < r->n_texts && !(i >= r->first[t] && i < r->first[t] + r->count[t])) t++;
             *status = j->internal_error ? 500 : strstr(j->out.error, "too long") ? 413 : 400;
             if (r->is_array)
                 return dmt_api_error("q[%d], sentence %d: %s", t, i - r->first[t] + 1,

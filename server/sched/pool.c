@@ -7,26 +7,19 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/kernels/kernels.h"
+#include "server/sched/registry.h"
 #include "server/sched/scheduler.h"
 #include "server/clock.h"
 
 struct dmt_pool {
     dmt_scheduler *sched;
     dmt_metrics *metrics;
+    dmt_registry *registry;
+    dmt_model_set *set;        /* one model: the pool's */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int loaded;                /* 1 ready, -1 failed */
-    char error[512];
 };
-
-static void on_loaded(void *arg, const char *error) {
-    dmt_pool *p = arg;
-    pthread_mutex_lock(&p->mu);
-    p->loaded = error ? -1 : 1;
-    if (error) snprintf(p->error, sizeof p->error, "%s", error);
-    pthread_cond_broadcast(&p->cv);
-    pthread_mutex_unlock(&p->mu);
-}
 
 dmt_pool *dmt_pool_open(const char *model_dir, dmt_pool_options o, char *err, size_t errlen) {
     dmt_pool *p = calloc(1, sizeof *p);
@@ -36,30 +29,38 @@ dmt_pool *dmt_pool_open(const char *model_dir, dmt_pool_options o, char *err, si
     }
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    /* the model is named by its directory as given: no NAME=DIR reading here */
+    char named[1100];
+    snprintf(named, sizeof named, "model=%s", model_dir);
+    const char *dirs[1] = {named};
+    dmt_model_source src = {.dirs = dirs, .n_dirs = 1, .precision = o.precision};
     p->metrics = dmt_metrics_new();
-    /* no limits but the batch size: the caller's input is all there is */
-    dmt_scheduler_options so = {.workers = o.workers, .blas_threads = o.threads,
-                                .max_batch_sentences = o.batch_sentences, .max_batch_tokens = 1 << 30,
-                                .max_wait_ms = 0, .max_queue = 1 << 30, .precision = o.precision,
-                                .continuous = o.continuous};
-    p->sched = p->metrics ? dmt_scheduler_new(so, p->metrics) : NULL;
-    if (!p->sched || dmt_scheduler_load_async(p->sched, model_dir, on_loaded, p)) {
+    p->registry = dmt_registry_new();
+    if (!p->metrics || !p->registry) {
         snprintf(err, errlen, "out of memory");
         dmt_pool_close(p);
         return NULL;
     }
-    pthread_mutex_lock(&p->mu);
-    while (!p->loaded) pthread_cond_wait(&p->cv, &p->mu);
-    pthread_mutex_unlock(&p->mu);
-    if (p->loaded < 0) {
-        snprintf(err, errlen, "%s", p->error);
+    if (o.threads > 0) dmt_kernels_set_threads(o.threads); /* before the load: packing uses them */
+    if (dmt_registry_reload(p->registry, &src, err, errlen)) {
+        dmt_pool_close(p);
+        return NULL;
+    }
+    p->set = dmt_registry_acquire(p->registry);
+    /* no limits but the batch size: the caller's input is all there is */
+    dmt_scheduler_options so = {.workers = o.workers, .blas_threads = o.threads,
+                                .max_batch_sentences = o.batch_sentences, .max_batch_tokens = 1 << 30,
+                                .max_wait_ms = 0, .max_queue = 1 << 30, .continuous = o.continuous};
+    p->sched = dmt_scheduler_new(so, p->metrics);
+    if (!p->sched) snprintf(err, errlen, "out of memory");
+    if (!p->sched || dmt_scheduler_start(p->sched, err, errlen)) {
         dmt_pool_close(p);
         return NULL;
     }
     return p;
 }
 
-const dmt_model *dmt_pool_model(const dmt_pool *p) { return dmt_scheduler_model(p->sched); }
+const dmt_model *dmt_pool_model(const dmt_pool *p) { return p->set->models[0]->model; }
 
 typedef struct {
     dmt_pool *p;
@@ -78,7 +79,7 @@ int dmt_pool_translate(dmt_pool *p, int n, const dmt_translate_input *in, const 
                        dmt_translate_output *out, void (*progress)(void *arg, int done), void *arg, char *err,
                        size_t errlen) {
     if (n <= 0) return 0;
-    dmt_work w = {.n_jobs = n, .opt = *opt, .done = work_done};
+    dmt_work w = {.n_jobs = n, .key = {p->set->models[0], *opt}, .done = work_done};
     waiter wt = {p, 0};
     w.user = &wt;
     w.jobs = calloc((size_t)n, sizeof *w.jobs);
@@ -118,7 +119,9 @@ int dmt_pool_translate(dmt_pool *p, int n, const dmt_translate_input *in, const 
 
 void dmt_pool_close(dmt_pool *p) {
     if (!p) return;
-    dmt_scheduler_free(p->sched);
+    dmt_scheduler_free(p->sched); /* first: its workers hold states of the model */
+    dmt_model_set_release(p->set);
+    dmt_registry_free(p->registry);
     dmt_metrics_free(p->metrics);
     pthread_cond_destroy(&p->cv);
     pthread_mutex_destroy(&p->mu);

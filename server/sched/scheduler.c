@@ -40,7 +40,8 @@
 
 typedef struct {
     dmt_scheduler *s;
-    dmt_state *state;
+    dmt_state *state;          /* whole batches: the state of the last batch's model */
+    dmt_served *state_model;   /* its model, a reference held */
     pthread_t thread;
     int started;
 } worker;
@@ -58,14 +59,9 @@ struct dmt_scheduler {
     int stopping;
     double batch_seconds;      /* moving average of a batch's duration */
     atomic_int ready;
-    dmt_model *model;
     worker *workers;
-    pthread_t loader, watcher;
-    int loader_started, watcher_started;
-    char model_dir[1024];
-    double load_seconds;
-    void (*on_loaded)(void *, const char *);
-    void *on_loaded_arg;
+    pthread_t watcher;
+    int watcher_started;
 };
 
 static void abs_time(double t, struct timespec *ts) {
@@ -73,11 +69,37 @@ static void abs_time(double t, struct timespec *ts) {
     ts->tv_nsec = (long)((t - (double)ts->tv_sec) * 1e9);
 }
 
-static int same_options(const void *x, const void *y) {
-    const dmt_beam_options *a = x, *b = y;
+static int same_options(const dmt_beam_options *a, const dmt_beam_options *b) {
     return a->beam_size == b->beam_size && a->length_penalty == b->length_penalty && a->max_len_a == b->max_len_a &&
            a->max_len_b == b->max_len_b && a->min_len == b->min_len && a->nbest == b->nbest &&
            a->no_repeat_ngram_size == b->no_repeat_ngram_size && a->max_repeats == b->max_repeats;
+}
+
+/* The policy's key test: the same model and the same options share a batch. */
+static int same_key(const void *x, const void *y) {
+    const dmt_batch_key *a = x, *b = y;
+    return a->model == b->model && same_options(&a->opt, &b->opt);
+}
+
+/* A decoder state for model m in *state (held with a reference in *held): kept when
+ * it is already m's, else made anew. 0, or -1 out of memory. */
+static int state_for(dmt_state **state, dmt_served **held, dmt_served *m) {
+    if (*state && *held == m) return 0;
+    dmt_state_free(*state);
+    dmt_served_unref(*held);
+    *state = NULL;
+    *held = NULL;
+    if (!(*state = dmt_state_new(m->model))) return -1;
+    dmt_served_ref(m);
+    *held = m;
+    return 0;
+}
+
+static void state_drop(dmt_state **state, dmt_served **held) {
+    dmt_state_free(*state);
+    dmt_served_unref(*held);
+    *state = NULL;
+    *held = NULL;
 }
 
 dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics) {
@@ -91,7 +113,7 @@ dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics) 
     s->metrics = metrics;
     s->policy = dmt_policy_new((dmt_policy_limits){o.max_batch_sentences, o.max_batch_tokens, o.max_batch_cost,
                                                    o.max_request_cost},
-                               same_options);
+                               same_key);
     s->workers = calloc((size_t)o.workers, sizeof *s->workers);
     if (!s->policy || !s->workers) {
         dmt_policy_free(s->policy);
@@ -117,7 +139,7 @@ dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics) 
 static void measure(const dmt_model *m, dmt_work *w) {
     int maxsrc = dmt_translate_max_source_tokens(m);
     int32_t *ids = malloc((size_t)(maxsrc + 1) * sizeof *ids);
-    const dmt_beam_options *o = &w->opt;
+    const dmt_beam_options *o = &w->key.opt;
     for (int i = 0; i < w->n_jobs; i++) {
         dmt_translate_output tmp = {0}; /* as the search will tokenize it (all-caps rule included) */
         int k = ids ? dmt_translate_encode(m, w->jobs[i].text, w->jobs[i].len, ids, &tmp) : -1;
@@ -161,7 +183,7 @@ int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen
         snprintf(err, errlen, "out of memory");
         return DMT_SUBMIT_TOO_LARGE;
     }
-    measure(s->model, w);
+    measure(w->key.model->model, w);
     if (w->deadline > 0) w->deadline += dmt_now() - t0; /* the deadline bounds waiting, not measuring */
     dmt_policy_limits lim = {s->o.max_batch_sentences, s->o.max_batch_tokens, s->o.max_batch_cost,
                              s->o.max_request_cost};
@@ -183,7 +205,7 @@ int dmt_scheduler_submit(dmt_scheduler *s, dmt_work *w, char *err, size_t errlen
             w->jobs[i].work = w;
             memset(&w->jobs[i].out, 0, sizeof w->jobs[i].out);
         }
-        dmt_policy_request pr = {.owner = w, .client = w->client, .key = &w->opt, .n = w->n_jobs, .cost = w->cost,
+        dmt_policy_request pr = {.owner = w, .client = w->client, .key = &w->key, .n = w->n_jobs, .cost = w->cost,
                                  .tokens = w->tokens, .deadline = w->deadline};
         if (add_live(s, w) || dmt_policy_add(s->policy, &pr, w->enqueued)) {
             if (s->n_live && s->live[s->n_live - 1] == w) s->n_live--;
@@ -213,9 +235,11 @@ int dmt_scheduler_busy(dmt_scheduler *s) {
 
 int dmt_scheduler_ready(dmt_scheduler *s) { return atomic_load(&s->ready); }
 
-const dmt_model *dmt_scheduler_model(dmt_scheduler *s) { return atomic_load(&s->ready) ? s->model : NULL; }
-
-double dmt_scheduler_load_seconds(dmt_scheduler *s) { return s->load_seconds; }
+void dmt_scheduler_models_changed(dmt_scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
 
 /* ------------------------------------------------------------- finishing -- */
 
@@ -344,11 +368,14 @@ static double run_batch(worker *wk, dmt_job **batch, int n, dmt_translate_input 
     }
     batch_run br = {s, batch, out, delivered, 0, 0};
     dmt_beam_control ctl = {batch_cancelled, batch_finished, &br};
-    dmt_beam_options opt = batch[0]->work->opt;
+    dmt_beam_options opt = batch[0]->work->key.opt;
+    dmt_served *m = batch[0]->work->key.model;
     opt.control = &ctl;
     char err[256] = "";
     double t0 = dmt_now();
-    int rc = dmt_translate(s->model, wk->state, n, in, &opt, out, err, sizeof err);
+    int rc = -1;
+    if (state_for(&wk->state, &wk->state_model, m)) snprintf(err, sizeof err, "out of memory for a worker state");
+    else rc = dmt_translate(m->model, wk->state, n, in, &opt, out, err, sizeof err);
     double dt = dmt_now() - t0;
     long src = br.src, gen = br.gen; /* a delivered job may be freed already: not read again */
     for (int i = 0; i < n; i++)
@@ -401,7 +428,8 @@ static void sort_batch(dmt_job **batch, int n) {
 typedef struct {
     dmt_beam_session *ses;
     dmt_state *state;
-    dmt_beam_options opt;      /* the session's options (the policy key) */
+    dmt_served *state_model;   /* the model of state (a reference held) */
+    dmt_batch_key key;         /* the session's model and options (the policy key) */
     dmt_job **job;             /* [cap] by tag; NULL: free */
     long *cost;
     int cap, n;
@@ -415,7 +443,21 @@ typedef struct {
     int cap, n;                /* sentences in all sessions, at most cap */
     long cost_sum;
     int32_t *ids;              /* [cap][max source + 1] token buffers for an admission */
+    size_t ids_cap;            /* int32s in ids */
 } sessions;
+
+/* Frees what idle sessions hold for retired models (a reload replaced or removed
+ * them): their last reference may be one of these. */
+static void drop_retired(sessions *all) {
+    for (int i = 0; i < MAX_SESSIONS; i++) {
+        running *r = &all->run[i];
+        if (r->n == 0 && r->state_model && atomic_load(&r->state_model->retired)) {
+            dmt_beam_session_free(r->ses);
+            r->ses = NULL;
+            state_drop(&r->state, &r->state_model);
+        }
+    }
+}
 
 static void running_remove(sessions *all, running *r, int tag) {
     r->cost_sum -= r->cost[tag];
@@ -425,33 +467,33 @@ static void running_remove(sessions *all, running *r, int tag) {
     all->n--;
 }
 
-/* The session for options o: the one running them, else an empty one (set up for
- * them); NULL when every session is busy with other options. */
-static running *session_for(sessions *all, const dmt_beam_options *o, char *err, size_t errlen) {
+/* The session for key o: the one running it, else an empty one (set up for it);
+ * NULL when every session is busy with other models or options. */
+static running *session_for(sessions *all, const dmt_batch_key *o, char *err, size_t errlen) {
     running *empty = NULL, *ready = NULL;
     double vt = 0; /* the least-served running session's time */
     int any_running = 0;
     for (int i = 0; i < MAX_SESSIONS; i++) {
         running *r = &all->run[i];
-        if (r->n > 0 && same_options(&r->opt, o)) return r;
+        if (r->n > 0 && same_key(&r->key, o)) return r;
         if (r->n > 0 && (!any_running || r->vt < vt)) vt = r->vt, any_running = 1;
         if (r->n == 0 && !empty) empty = r;
-        if (r->n == 0 && r->ses && same_options(&r->opt, o)) ready = r; /* idle, already set up for o */
+        if (r->n == 0 && r->ses && same_key(&r->key, o)) ready = r; /* idle, already set up for o */
     }
     running *r = ready ? ready : empty;
     if (!r) return NULL;
     /* a session that (re)starts is not owed the past, only the start credit */
     r->vt = vt - START_CREDIT_S;
     if (ready) return r;
-    dmt_scheduler *s = all->wk->s;
-    if (!r->state && !(r->state = dmt_state_new(s->model))) {
+    dmt_beam_session_free(r->ses);
+    r->ses = NULL;
+    if (state_for(&r->state, &r->state_model, o->model)) {
         snprintf(err, errlen, "out of memory for a worker state");
         return NULL;
     }
-    dmt_beam_session_free(r->ses);
-    r->opt = *o;
-    r->opt.control = NULL;
-    r->ses = dmt_beam_session_new(r->state, &r->opt, r->cap, err, errlen);
+    r->key = *o;
+    r->key.opt.control = NULL;
+    r->ses = dmt_beam_session_new(r->state, &r->key.opt, r->cap, err, errlen);
     return r->ses ? r : NULL;
 }
 
@@ -460,13 +502,19 @@ static running *session_for(sessions *all, const dmt_beam_options *o, char *err,
  * at once. */
 static void admit(sessions *all, dmt_job **jobs, int n) {
     dmt_scheduler *s = all->wk->s;
-    const dmt_model *m = s->model;
     if (n <= 0) return;
+    const dmt_model *m = jobs[0]->work->key.model->model;
     int stride = dmt_translate_max_source_tokens(m) + 1, k = 0;
     const int32_t *src[n];
     int len[n], forced[n], tags[n];
     char err[256] = "";
-    running *r = session_for(all, &jobs[0]->work->opt, err, sizeof err);
+    if ((size_t)n * stride > all->ids_cap) { /* a model with longer sources than the last */
+        int32_t *ids = realloc(all->ids, (size_t)n * stride * sizeof *ids);
+        if (!ids) abort(); /* a few hundred KB */
+        all->ids = ids;
+        all->ids_cap = (size_t)n * stride;
+    }
+    running *r = session_for(all, &jobs[0]->work->key, err, sizeof err);
     for (int i = 0; i < n; i++) {
         dmt_job *j = jobs[i];
         memset(&j->out, 0, sizeof j->out);
@@ -522,7 +570,7 @@ static int step(sessions *all, running *r, long *src, long *gen) {
     while (!failed && dmt_beam_session_take(r->ses, &tag, &nb)) {
         dmt_job *j = r->job[tag];
         running_remove(all, r, tag);
-        dmt_translate_decode(s->model, &nb, &j->out);
+        dmt_translate_decode(r->key.model->model, &nb, &j->out);
         dmt_nbest_clear(&nb);
         if (!j->out.error[0]) {
             *src += j->out.src_tokens;
@@ -557,7 +605,7 @@ static int pick(sessions *all, int limit, dmt_policy_pick *picks, dmt_job **jobs
         running *r = &all->run[i];
         if (r->n == 0) continue;
         busy_sessions++;
-        int k = dmt_policy_take_more(s->policy, &r->opt, all->cost_sum, limit - n, picks);
+        int k = dmt_policy_take_more(s->policy, &r->key, all->cost_sum, limit - n, picks);
         for (int q = 0; q < k; q++) {
             jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
             all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index]; /* reserved; admit recounts */
@@ -585,7 +633,7 @@ static int pick(sessions *all, int limit, dmt_policy_pick *picks, dmt_job **jobs
  * options run in a session of their own, stepped in turn (up to MAX_SESSIONS). */
 static void continuous_main(worker *wk) {
     dmt_scheduler *s = wk->s;
-    int cap = s->o.max_batch_sentences, done_cap = 0, stride = dmt_translate_max_source_tokens(s->model) + 1;
+    int cap = s->o.max_batch_sentences, done_cap = 0;
     sessions all = {.wk = wk, .cap = cap};
     int ok = 1;
     for (int i = 0; i < MAX_SESSIONS; i++) {
@@ -593,20 +641,21 @@ static void continuous_main(worker *wk) {
         ok &= (all.run[i].job = calloc((size_t)cap, sizeof *all.run[i].job)) != NULL;
         ok &= (all.run[i].cost = calloc((size_t)cap, sizeof *all.run[i].cost)) != NULL;
     }
-    all.run[0].state = wk->state;
-    all.ids = malloc((size_t)cap * stride * sizeof *all.ids);
     dmt_policy_pick *picks = calloc((size_t)cap, sizeof *picks);
     dmt_job **jobs = calloc((size_t)cap, sizeof *jobs);
     int groups[2 * MAX_SESSIONS];
     dmt_work **done = NULL;
-    if (!ok || !all.ids || !picks || !jobs) abort(); /* startup */
+    if (!ok || !picks || !jobs) abort(); /* startup */
     long src = 0, gen = 0;
     int finished = 0;
     double t_steps = 0;
     pthread_mutex_lock(&s->mu);
     for (;;) {
         if (all.n == 0) {
-            while (dmt_policy_queued(s->policy) == 0 && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+            while (dmt_policy_queued(s->policy) == 0 && !s->stopping) {
+                drop_retired(&all); /* woken by a reload too (dmt_scheduler_models_changed) */
+                pthread_cond_wait(&s->cv, &s->mu);
+            }
             if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
         }
         double now = dmt_now();
@@ -640,6 +689,7 @@ static void continuous_main(worker *wk) {
             next->vt += dt;
             t_steps += dt;
         }
+        drop_retired(&all);
         if (finished > 0 && (all.n == 0 || t_steps > 0.05)) { /* metrics: sentences finished over some steps */
             dmt_metrics_batch(s->metrics, finished, src, gen, t_steps);
             finished = 0;
@@ -652,7 +702,7 @@ static void continuous_main(worker *wk) {
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < MAX_SESSIONS; i++) {
         dmt_beam_session_free(all.run[i].ses);
-        if (i > 0) dmt_state_free(all.run[i].state);
+        state_drop(&all.run[i].state, &all.run[i].state_model);
         free(all.run[i].job);
         free(all.run[i].cost);
     }
@@ -679,7 +729,10 @@ static void *worker_main(void *arg) {
     if (!batch || !picks || !in || !out || !delivered) abort(); /* a few KB at startup */
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (dmt_policy_queued(s->policy) == 0 && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
+        while (dmt_policy_queued(s->policy) == 0 && !s->stopping) {
+            if (wk->state_model && atomic_load(&wk->state_model->retired)) state_drop(&wk->state, &wk->state_model);
+            pthread_cond_wait(&s->cv, &s->mu); /* woken by a reload too (dmt_scheduler_models_changed) */
+        }
         if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
         double now = dmt_now();
         int n_done = sweep(s, now, 0, 0, &done, &done_cap);
@@ -745,53 +798,23 @@ static void *watcher_main(void *arg) {
     return NULL;
 }
 
-static void *loader_main(void *arg) {
-    dmt_scheduler *s = arg;
-    char err[512] = "";
-    double t0 = dmt_now();
+int dmt_scheduler_start(dmt_scheduler *s, char *err, size_t errlen) {
     if (s->o.blas_threads > 0) dmt_kernels_set_threads(s->o.blas_threads);
-    s->model = dmt_model_load(s->model_dir, (dmt_load_options){.precision = (dmt_precision)s->o.precision}, err,
-                              sizeof err);
-    if (!s->model) {
-        s->on_loaded(s->on_loaded_arg, err[0] ? err : "model load failed");
-        return NULL;
-    }
-    if (!s->model->tokenizer) {
-        s->on_loaded(s->on_loaded_arg, "the model has no tokenizer (sentencepiece.model)");
-        return NULL;
-    }
     for (int i = 0; i < s->o.workers; i++) {
         worker *wk = &s->workers[i];
         wk->s = s;
-        wk->state = dmt_state_new(s->model);
-        if (!wk->state) {
-            s->on_loaded(s->on_loaded_arg, "out of memory creating a worker state");
-            return NULL;
-        }
         if (pthread_create(&wk->thread, NULL, worker_main, wk) != 0) {
-            s->on_loaded(s->on_loaded_arg, "cannot start a worker thread");
-            return NULL;
+            snprintf(err, errlen, "cannot start a worker thread");
+            return -1;
         }
         wk->started = 1;
     }
     if (pthread_create(&s->watcher, NULL, watcher_main, s) != 0) {
-        s->on_loaded(s->on_loaded_arg, "cannot start the watcher thread");
-        return NULL;
+        snprintf(err, errlen, "cannot start the watcher thread");
+        return -1;
     }
     s->watcher_started = 1;
     atomic_store(&s->ready, 1);
-    s->load_seconds = dmt_now() - t0;
-    s->on_loaded(s->on_loaded_arg, NULL);
-    return NULL;
-}
-
-int dmt_scheduler_load_async(dmt_scheduler *s, const char *model_dir, void (*on_loaded)(void *, const char *),
-                             void *arg) {
-    snprintf(s->model_dir, sizeof s->model_dir, "%s", model_dir);
-    s->on_loaded = on_loaded;
-    s->on_loaded_arg = arg;
-    if (pthread_create(&s->loader, NULL, loader_main, s) != 0) return -1;
-    s->loader_started = 1;
     return 0;
 }
 
@@ -807,8 +830,6 @@ void dmt_scheduler_cancel(dmt_scheduler *s) {
 
 void dmt_scheduler_stop(dmt_scheduler *s) {
     if (!s) return;
-    if (s->loader_started) pthread_join(s->loader, NULL);
-    s->loader_started = 0;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_cond_broadcast(&s->cv);
@@ -825,8 +846,7 @@ void dmt_scheduler_free(dmt_scheduler *s) {
     if (!s) return;
     dmt_scheduler_stop(s);
     /* nothing can be left queued: submit needs ready workers and refuses once stopping */
-    for (int i = 0; i < s->o.workers; i++) dmt_state_free(s->workers[i].state);
-    dmt_model_free(s->model);
+    for (int i = 0; i < s->o.workers; i++) state_drop(&s->workers[i].state, &s->workers[i].state_model);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->watch_cv);
     pthread_mutex_destroy(&s->mu);

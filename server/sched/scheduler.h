@@ -9,6 +9,7 @@
 
 #include "model/translate.h"
 #include "server/metrics.h"
+#include "server/sched/registry.h"
 
 typedef struct dmt_work dmt_work;
 
@@ -22,13 +23,19 @@ typedef struct {
     int internal_error;        /* the whole batch failed (out of memory...): 500 */
 } dmt_job;
 
-/* All sentences of one request; they share decoding options. The scheduler calls
+/* What sentences must share to run in one batch: the model and the decoding options. */
+typedef struct {
+    dmt_served *model;         /* borrowed: the submitter keeps it alive until done() */
+    dmt_beam_options opt;
+} dmt_batch_key;
+
+/* All sentences of one request; they share a model and decoding options. The scheduler calls
  * done(w) exactly once, from a scheduler thread, when every job has an output,
  * has failed, timed out or was cancelled. */
 struct dmt_work {
     dmt_job *jobs;
     int n_jobs;
-    dmt_beam_options opt;
+    dmt_batch_key key;
     double deadline;           /* dmt_now() after which a request not yet started is dropped; 0 = never */
     void (*done)(dmt_work *w);
     /* Polled by the scheduler while the request is queued or running (never after
@@ -50,7 +57,6 @@ typedef struct {
     int workers, blas_threads;
     int max_batch_sentences, max_batch_tokens, max_wait_ms;
     int max_queue;             /* sentences */
-    int precision;             /* dmt_precision of the model's products */
     long max_batch_cost;       /* summed policy costs in one batch (policy.h) */
     long max_request_cost;     /* of one request; 0 = no limit */
     int continuous;            /* iteration-level batching (a beam session a worker); 0: whole batches */
@@ -60,14 +66,14 @@ typedef struct dmt_scheduler dmt_scheduler;
 
 dmt_scheduler *dmt_scheduler_new(dmt_scheduler_options o, dmt_metrics *metrics);
 
-/* Loads the model on a background thread, then starts the workers; calls
- * on_loaded(arg, NULL) when ready or on_loaded(arg, message) on failure, from
- * that thread. 0, or -1 when the thread cannot start. */
-int dmt_scheduler_load_async(dmt_scheduler *s, const char *model_dir,
-                             void (*on_loaded)(void *arg, const char *error), void *arg);
+/* Starts the workers and the watcher. Workers serve whatever model a request names
+ * (dmt_batch_key): each keeps a decoder state per model it runs, made when first
+ * needed, and drops it once that model is retired (registry.h) and idle. 0, or -1
+ * with a message. */
+int dmt_scheduler_start(dmt_scheduler *s, char *err, size_t errlen);
 int dmt_scheduler_ready(dmt_scheduler *s);
-const dmt_model *dmt_scheduler_model(dmt_scheduler *s); /* NULL until ready */
-double dmt_scheduler_load_seconds(dmt_scheduler *s);
+/* After a reload: idle workers drop their states for retired models now. */
+void dmt_scheduler_models_changed(dmt_scheduler *s);
 
 enum { DMT_SUBMIT_OK = 0, DMT_SUBMIT_FULL = -1, DMT_SUBMIT_NOT_READY = -2, DMT_SUBMIT_TOO_LARGE = -3 };
 /* Measures every job of w (n_jobs >= 1: source pieces, cost) and queues them. On
@@ -85,7 +91,7 @@ void dmt_scheduler_cancel(dmt_scheduler *s);
 /* Lets the workers finish everything queued and joins every thread; later
  * submits are refused (DMT_SUBMIT_NOT_READY). The scheduler stays valid. */
 void dmt_scheduler_stop(dmt_scheduler *s);
-/* Stops (if not yet) and frees, model included. */
+/* Stops (if not yet) and frees; the workers' references on models go with it. */
 void dmt_scheduler_free(dmt_scheduler *s);
 
 #endif

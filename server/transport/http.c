@@ -40,7 +40,7 @@
 #define DEEPMT_VERSION_STR "0.1.0"
 
 typedef enum { R_NONE, R_ROOT, R_TRANSLATE, R_LANGUAGES, R_HEALTH, R_READY, R_METRICS, R_SETTINGS, R_DETECT, R_SUGGEST,
-               R_SPEC, R_TRANSLATE_FILE, R_DOWNLOAD } route;
+               R_SPEC, R_TRANSLATE_FILE, R_DOWNLOAD, R_MODELS, R_ADMIN_RELOAD } route;
 
 static const struct { const char *path; route r; const char *allow; } routes[] = {
     {"/", R_ROOT, "GET, HEAD, OPTIONS"},
@@ -55,6 +55,8 @@ static const struct { const char *path; route r; const char *allow; } routes[] =
     {"/spec", R_SPEC, "GET, HEAD, OPTIONS"},
     {"/translate_file", R_TRANSLATE_FILE, "POST, OPTIONS"},
     {"/download_file/", R_DOWNLOAD, "GET, HEAD, OPTIONS"}, /* a prefix: /download_file/ID/NAME */
+    {"/models", R_MODELS, "GET, HEAD, OPTIONS"},
+    {"/admin/reload", R_ADMIN_RELOAD, "POST, OPTIONS"},
 };
 
 /* Routes whose POST body is read (and limited) like /translate's. */
@@ -145,8 +147,8 @@ static enum MHD_Result respond_error(conn_ctx *c, int status, const char *msg) {
 
 /* Runs on a worker thread. The resume comes after the unlock: once resumed, the
  * HTTP thread may answer and free c at any moment, so c must not be touched. */
-static void work_done(dmt_work *w) {
-    conn_ctx *c = w->user;
+static void work_done(dmt_api_request *r) {
+    conn_ctx *c = r->user;
     struct MHD_Connection *conn = c->conn;
     pthread_mutex_lock(&c->mu);
     c->state = ST_FINISHED;
@@ -168,8 +170,8 @@ static void work_done(dmt_work *w) {
  * and stays. HTTP/1.0 requests may not be sent a 1xx, and /translate_file is not
  * probed: for those a FIN counts as a half-close (only a reset means gone). A
  * client that sends more (a pipelined request) counts as there. */
-static int work_alive(dmt_work *w) {
-    conn_ctx *c = w->user;
+static int work_alive(dmt_api_request *r) {
+    conn_ctx *c = r->user;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     if (!ci) return 1;
     struct pollfd p = {.fd = ci->connect_fd, .events = POLLIN | POLLRDHUP};
@@ -344,6 +346,7 @@ static enum MHD_Result translate_file_received(conn_ctx *c) {
 }
 
 static enum MHD_Result translate_request(conn_ctx *c, json_t *body);
+static enum MHD_Result respond_translation(conn_ctx *c, int status, json_t *res);
 
 /* The whole body is in: validate, then queue and suspend (or answer at once). */
 static enum MHD_Result translate_body_done(conn_ctx *c) {
@@ -390,27 +393,40 @@ static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
         json_decref(body); /* /translate_file was counted before its document was read */
         return limited;
     }
+    dmt_model_set *set = dmt_registry_acquire(srv->registry);
     if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
-        json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, &srv->model_cfg, body, &status)
+        json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, set ? &set->languages : &srv->model_cfg, body, &status)
                                      : dmt_lt_suggest(srv->cfg, body, &status);
+        dmt_model_set_release(set);
         return respond_json(c, status, res);
     }
-    status = dmt_api_translate_parse(srv->cfg, &srv->model_cfg, dmt_scheduler_model(srv->sched), body, &c->req, err,
-                                     sizeof err);
+    if (!set) {
+        json_decref(body);
+        return respond_json_h(c, 503, dmt_api_error("the model is loading; try again shortly"),
+                              MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    }
+    status = dmt_api_translate_parse(srv->cfg, set, body, &c->req, err, sizeof err); /* takes set */
     if (status) return respond_error(c, status, err);
     dmt_api_request *r = c->req;
-    if (r->work.n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
+    if (r->n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
         json_t *res = dmt_api_translate_result(r, &status);
         if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
         return respond_json(c, status, res);
     }
-    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->work.client, sizeof r->work.client); /* workers are shared between clients first (policy.h) */
-    r->work.user = c;
-    r->work.done = work_done;
-    r->work.alive = work_alive;
-    r->work.deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
+    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->client, sizeof r->client); /* workers are shared between clients first (policy.h) */
+    r->user = c;
+    r->done = work_done;
+    r->alive = work_alive;
+    r->deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
     pthread_mutex_lock(&c->mu);
-    int rc = dmt_scheduler_submit(srv->sched, &r->work, err, sizeof err);
+    int rc = dmt_api_submit(srv->sched, r, err, sizeof err);
+    if (rc == DMT_API_SUBMIT_FINISHED) { /* done before it could be suspended: answered here */
+        pthread_mutex_unlock(&c->mu);
+        c->state = ST_FINISHED;
+        json_t *res = dmt_api_translate_result(r, &status);
+        if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
+        return respond_translation(c, status, res);
+    }
     if (rc == DMT_SUBMIT_OK) {
         c->state = ST_QUEUED;
         c->suspended = 1;
@@ -473,6 +489,41 @@ static enum MHD_Result translate_upload(conn_ctx *c, const char *data, size_t *s
 
 /* ---- the GET endpoints ---- */
 
+/* POST /admin/reload with the admin key: the model list is read again, as on
+ * SIGHUP (server.c does it); 202 at once, /models shows the outcome. */
+static enum MHD_Result admin_reload(conn_ctx *c) {
+    dmt_server *srv = c->srv;
+    const char *key = MHD_lookup_connection_value(c->conn, MHD_HEADER_KIND, "X-Admin-Key");
+    if (!srv->cfg->admin_key[0]) return respond_error(c, 404, "not found: /admin/reload (the server has no --admin-key)");
+    size_t kl = key ? strlen(key) : 0, al = strlen(srv->cfg->admin_key);
+    unsigned diff = key ? (unsigned)(kl ^ al) : 1; /* constant time in the key's length */
+    for (size_t i = 0; key && i < al; i++) diff |= (unsigned char)srv->cfg->admin_key[i] ^ (unsigned char)(i < kl ? key[i] : 0);
+    if (diff) return respond_error(c, key ? 403 : 401, key ? "wrong admin key" : "the X-Admin-Key header is missing");
+    char b = 'H';
+    if (write(srv->reload_fd, &b, 1) != 1) return respond_error(c, 503, "cannot start a reload now; try again");
+    dmt_model_set *set = dmt_registry_acquire(srv->registry);
+    json_t *res = json_pack("{s:s, s:I}", "status", "reloading", "generation", (json_int_t)(set ? set->generation : 0));
+    dmt_model_set_release(set);
+    return respond_json(c, 202, res);
+}
+
+/* A translation's answer, with the models that made it (X-Deepmt-Model) and, when
+ * a text went through English, X-Deepmt-Pivot. */
+static enum MHD_Result respond_translation(conn_ctx *c, int status, json_t *res) {
+    char used[512];
+    if (!c->req || !c->req->n_parts) return respond_json(c, status, res);
+    dmt_api_models_used(c->req, used, sizeof used);
+    char *s = res ? json_dumps(res, JSON_COMPACT | JSON_REAL_PRECISION(15)) : NULL;
+    json_decref(res);
+    if (!s) return respond_json(c, 500, NULL);
+    enum MHD_Result r = c->req->pivoted ? respond_raw(c, status, "application/json", s, strlen(s), "X-Deepmt-Model",
+                                                      used, "X-Deepmt-Pivot", DMT_PIVOT_LANGUAGE, (char *)NULL)
+                                        : respond_raw(c, status, "application/json", s, strlen(s), "X-Deepmt-Model",
+                                                      used, (char *)NULL);
+    free(s);
+    return r;
+}
+
 static enum MHD_Result respond_get(conn_ctx *c, route r) {
     dmt_server *srv = c->srv;
     int ready = dmt_scheduler_ready(srv->sched);
@@ -489,21 +540,38 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
                                "frame-ancestors 'none'",
                                "X-Frame-Options", "DENY", (char *)NULL);
         }
-        return respond_json_h(c, 200, json_pack("{s:s, s:s, s:s, s:[sssssssss]}", "name", "deepmt", "version",
+        return respond_json_h(c, 200, json_pack("{s:s, s:s, s:s, s:[ssssssssss]}", "name", "deepmt", "version",
                                                 DEEPMT_VERSION_STR, "status", ready ? "ready" : "loading", "endpoints",
                                                 "POST /translate", "POST /translate_file", "POST /detect",
-                                                "GET /languages", "GET /frontend/settings", "GET /spec", "GET /health",
-                                                "GET /ready", "GET /metrics"),
+                                                "GET /languages", "GET /models", "GET /frontend/settings", "GET /spec",
+                                                "GET /health", "GET /ready", "GET /metrics"),
                               "Vary", "Accept");
-    case R_LANGUAGES:
-        return respond_json(c, 200, dmt_api_languages(&srv->model_cfg));
+    case R_LANGUAGES: {
+        dmt_model_set *set = dmt_registry_acquire(srv->registry);
+        json_t *res = dmt_api_languages(set, &srv->model_cfg);
+        dmt_model_set_release(set);
+        return respond_json(c, 200, res);
+    }
+    case R_MODELS: {
+        dmt_model_set *set = dmt_registry_acquire(srv->registry);
+        if (!set)
+            return respond_json_h(c, 503, dmt_api_error("the models are loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        json_t *res = dmt_api_models(set);
+        dmt_model_set_release(set);
+        return respond_json(c, 200, res);
+    }
     case R_HEALTH:
         return respond_json(c, 200, json_pack("{s:s}", "status", "ok"));
     case R_READY:
         if (ready) return respond_json(c, 200, json_pack("{s:s}", "status", "ready"));
         return respond_json_h(c, 503, json_pack("{s:s}", "status", "loading"), MHD_HTTP_HEADER_RETRY_AFTER, "1");
     case R_SETTINGS:
-        return respond_json(c, 200, dmt_lt_settings(srv->cfg, &srv->model_cfg, srv->files != NULL));
+    {
+        dmt_model_set *set = dmt_registry_acquire(srv->registry);
+        json_t *res = dmt_lt_settings(srv->cfg, set ? &set->languages : &srv->model_cfg, srv->files != NULL);
+        dmt_model_set_release(set);
+        return respond_json(c, 200, res);
+    }
     case R_DOWNLOAD: {
         char *data, name[160], err[256], disp[200];
         size_t len;
@@ -529,6 +597,16 @@ static enum MHD_Result respond_get(conn_ctx *c, route r) {
     case R_METRICS: {
         char *text = dmt_metrics_render(srv->metrics, dmt_scheduler_queued(srv->sched),
                                         dmt_scheduler_busy(srv->sched), ready, atomic_load(&srv->active));
+        dmt_model_set *set = dmt_registry_acquire(srv->registry);
+        char *per_model = set ? dmt_api_model_metrics(set) : NULL;
+        dmt_model_set_release(set);
+        if (text && per_model) {
+            size_t a = strlen(text), b = strlen(per_model);
+            char *joined = realloc(text, a + b + 1);
+            if (joined) memcpy(joined + a, per_model, b + 1);
+            text = joined;
+        }
+        free(per_model);
         if (!text) return respond_error(c, 500, "out of memory");
         enum MHD_Result res = respond_raw(c, 200, "text/plain; version=0.0.4; charset=utf-8", text, strlen(text),
                                           (char *)NULL);
@@ -564,7 +642,8 @@ static enum MHD_Result answer_route(conn_ctx *c, const char *url, const char *me
     }
     int get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     int post = !strcmp(method, "POST");
-    if ((!takes_body(r) && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
+    if (r == R_ADMIN_RELOAD && post) return admin_reload(c);
+    if ((!takes_body(r) && r != R_ADMIN_RELOAD && get) || (r == R_LANGUAGES && post)) return respond_get(c, r);
     char msg[256];
     snprintf(msg, sizeof msg, "method %.*s not allowed on %s; allowed: %s", (int)dmt_text_clip(method, strlen(method), 16),
              method, routes[ri].path, allow);
@@ -632,7 +711,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         int status;
         json_t *res = dmt_api_translate_result(c->req, &status);
         if (c->file) res = dmt_files_finish(c->srv->files, c->conn, c->file, res, status, &status);
-        return respond_json(c, status, res);
+        return respond_translation(c, status, res);
     }
     case ST_PARSING:
     case ST_QUEUED: /* not expected: MHD calls again only after the resume */
@@ -661,6 +740,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
     double dt = dmt_now() - c->t0;
     dmt_conn_guard_request_done(srv->guard, conn); /* a next request on this connection gets its own time */
     dmt_metrics_request(srv->metrics, status, dt);
+    if (c->req) dmt_api_account(c->req, status, dt);
     dmt_access_log(srv->cfg, c->client, c->method, c->path, status, c->bytes, dt, c->req ? c->req->n_sentences : 0);
     dmt_api_request_free(c->req);
     dmt_file_job_free(c->file);

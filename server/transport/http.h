@@ -11,6 +11,7 @@
 #include "server/api/api.h"
 #include "server/config.h"
 #include "server/metrics.h"
+#include "server/sched/registry.h"
 #include "server/sched/scheduler.h"
 
 struct MHD_Connection;
@@ -18,8 +19,10 @@ typedef struct dmt_conn_guard dmt_conn_guard;
 
 typedef struct dmt_server {
     const dmt_server_config *cfg;
-    dmt_config model_cfg;      /* config.json, read before the model loads */
+    dmt_config model_cfg;      /* the languages of every config.json, read before the models load */
+    dmt_registry *registry;    /* the models served (registry.h) */
     dmt_scheduler *sched;
+    int reload_fd;             /* POST /admin/reload writes 'H' here, as SIGHUP does (server.c) */
     dmt_metrics *metrics;
     struct MHD_Daemon *daemon;
     int quiesced_fd;           /* the listening socket after dmt_http_quiesce (shut down; closed at stop); 0: none */

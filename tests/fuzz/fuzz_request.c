@@ -2,9 +2,10 @@
  * without sockets: body -> parsed (JSON, or a form decoded as the server does)
  * -> validated request (dmt_api_translate_parse) -> response JSON
  * (dmt_api_translate_result, with every sentence "translated" by a stand-in) or
- * error JSON (dmt_api_error). The languages come from the tiny model's
- * config.json (tests/fixtures/tiny-model; $DEEPMT_FIXTURES overrides the folder);
- * no weights are loaded.
+ * error JSON (dmt_api_error). Two models are served: the tiny model's config.json
+ * (tests/fixtures/tiny-model; $DEEPMT_FIXTURES overrides the folder; en, de, fr,
+ * cs) and a second with en and es, so that routing, the "model" field and pivots
+ * through English are fuzzed too; no weights are loaded.
  *
  * The first byte picks the variant: bit 0 a form body (else JSON), bit 1 API keys
  * on (the key is "k"), bit 2 small limits (--max-chars 64, --max-sentences 4),
@@ -39,6 +40,8 @@
     } while (0)
 
 static dmt_config mcfg;
+static dmt_served tiny, esp;
+static dmt_model_set set;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     const char *root = getenv("DEEPMT_FIXTURES");
@@ -48,6 +51,19 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "fuzz_request: %s (run from the repository root, or set DEEPMT_FIXTURES)\n", err);
         exit(1);
     }
+    tiny.cfg = esp.cfg = mcfg;
+    esp.cfg.n_languages = 2;
+    snprintf(esp.cfg.languages[1].code, sizeof esp.cfg.languages[1].code, "es");
+    snprintf(esp.cfg.languages[1].name, sizeof esp.cfg.languages[1].name, "Spanish");
+    snprintf(tiny.spec.name, sizeof tiny.spec.name, "tiny");
+    snprintf(esp.spec.name, sizeof esp.spec.name, "esp");
+    atomic_store(&tiny.refs, 1); /* never freed: the set below is never released to 0 */
+    atomic_store(&esp.refs, 1);
+    set.models[set.n++] = &tiny;
+    set.models[set.n++] = &esp;
+    set.languages = mcfg;
+    set.languages.languages[set.languages.n_languages++] = esp.cfg.languages[1];
+    atomic_store(&set.refs, 1);
     return 0;
 }
 
@@ -118,14 +134,14 @@ static json_t *parse_json(const char *body, size_t len, char *err, size_t errlen
  * hypothesis k > 0 gets "~k" appended. With fail_last, the last sentence fails as
  * one the engine refuses ("too long": 413). */
 static void fake_translate(dmt_api_request *r, int fail_last) {
-    for (int i = 0; i < r->work.n_jobs; i++) {
-        dmt_job *j = &r->work.jobs[i];
+    for (int i = 0; i < r->n_jobs; i++) {
+        dmt_job *j = &r->jobs[i];
         REQUIRE(j->text && j->len > 0, "job %d: empty sentence", i);
-        if (fail_last && i == r->work.n_jobs - 1) {
+        if (fail_last && i == r->n_jobs - 1) {
             snprintf(j->out.error, sizeof j->out.error, "source too long: 9999 pieces, limit 254");
             continue;
         }
-        int n = r->work.opt.nbest;
+        int n = r->alternatives + 1; /* the answer's n-best (a pivot's second leg) */
         j->out.texts = calloc((size_t)n, sizeof *j->out.texts);
         j->out.scores = calloc((size_t)n, sizeof *j->out.scores);
         j->out.n = n;
@@ -149,8 +165,8 @@ static void check_accepted(const dmt_server_config *cfg, dmt_api_request *r, int
             const dmt_span *sp = &r->spans[r->first[t] + i];
             REQUIRE(sp->len > 0 && sp->start + sp->len <= r->lens[t], "text %d span %d outside", t, i);
         }
-    for (int i = 0; i < r->work.n_jobs; i++) {
-        const dmt_job *j = &r->work.jobs[i];
+    for (int i = 0; i < r->n_jobs; i++) {
+        const dmt_job *j = &r->jobs[i];
         int inside = 0;
         for (int t = 0; t < r->n_texts && !inside; t++)
             inside = j->text >= r->texts[t] && j->text + j->len <= r->texts[t] + r->lens[t];
@@ -159,7 +175,7 @@ static void check_accepted(const dmt_server_config *cfg, dmt_api_request *r, int
     fake_translate(r, fail_last);
     int status = 0;
     json_t *res = dmt_api_translate_result(r, &status);
-    fail_last = fail_last && r->work.n_jobs > 0;
+    fail_last = fail_last && r->n_jobs > 0;
     REQUIRE(res && status == (fail_last ? 413 : 200), "result status %d", status);
     if (fail_last) {
         REQUIRE(json_is_string(json_object_get(res, "error")), "no error message");
@@ -190,7 +206,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     dmt_api_request *r = NULL;
     if (j) {
         err[0] = 0;
-        status = dmt_api_translate_parse(&cfg, &mcfg, NULL, j, &r, err, sizeof err);
+        atomic_fetch_add(&set.refs, 1); /* the request's, released when it is freed */
+        status = dmt_api_translate_parse(&cfg, &set, j, &r, err, sizeof err);
     }
     if (status) {
         REQUIRE(!r, "a refused request was returned");
