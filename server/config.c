@@ -144,14 +144,17 @@ void dmt_server_config_clear(dmt_server_config *c) {
 }
 
 void dmt_server_usage(FILE *f) {
-    fprintf(f, "usage: deepmt serve [options]\n\n"
-               "Serves a model over HTTP with a LibreTranslate-compatible JSON API (docs/server.md):\n"
+    fprintf(f, "usage: deepmt serve [options] [MODEL_DIR]\n\n"
+               "Serves one model or several (-m repeated, --models FOLDER) over HTTP with a\n"
+               "LibreTranslate-compatible JSON API (docs/server.md); SIGHUP reloads the model list:\n"
                "  POST /translate            {q, source, target, format, alternatives, api_key} -> translatedText\n"
                "  POST /translate_file       multipart file (.txt .html .srt .docx .odt) -> translatedFileUrl\n"
                "  GET  /download_file/ID/NAME  a translated file, for 30 minutes\n"
                "  POST /detect               {q} -> [{language, confidence}], best first\n"
                "  POST /suggest              403: suggestions are off, as in LibreTranslate by default\n"
-               "  GET  /languages            the model's languages and their targets\n"
+               "  GET  /languages            the languages served and their targets (pivots via English too)\n"
+               "  GET  /models               the models served, and the latest reload's failures\n"
+               "  POST /admin/reload         read the model list again (--admin-key, header X-Admin-Key)\n"
                "  GET  /frontend/settings    what LibreTranslate's page asks (limits, keys, files)\n"
                "  GET  /spec                 the OpenAPI 3 description of all of this\n"
                "  GET  /                     a translation page for browsers (JSON for others)\n"

@@ -1,8 +1,11 @@
 /* scheduler.c — the sentence queue, the model workers and cancellation.
  *
- * HTTP threads submit a request (its sentences are jobs): the scheduler measures
- * each sentence (source pieces, cost: policy.h) and refuses what could never run,
- * then hands the request to the batching policy (policy.c), all under one mutex.
+ * HTTP threads submit a request (its sentences are jobs, all for one model: its
+ * dmt_batch_key): the scheduler measures each sentence with that model (source
+ * pieces, cost: policy.h) and refuses what could never run, then hands the request
+ * to the batching policy (policy.c), all under one mutex. A batch holds one
+ * model's sentences with one set of decoding options; a worker keeps a decoder
+ * state per model it runs and frees it once the model is retired (registry.h).
  * Each worker thread owns a dmt_state and loops:
  *   1. wait until something is queued;
  *   2. unless a full batch is already waiting, wait a little after the oldest

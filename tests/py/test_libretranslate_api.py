@@ -183,6 +183,8 @@ def test_answers_match_spec(p):
         ("get", "/frontend/settings", None),
         ("get", "/health", None),
         ("get", "/ready", None),
+        ("get", "/models", None),
+        ("post", "/translate", {"q": "A dog.", "source": "en", "target": "de", "model": "nope"}),
     ]
     records = []
     for method, path, body in calls:

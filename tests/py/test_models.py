@@ -34,6 +34,7 @@ sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
+from nodetools import node_modules, repo_path  # noqa: E402
 from testutil import free_port  # noqa: E402
 
 SPM = os.path.join(REPO, "tests", "fixtures", "tiny-model", "sentencepiece.model")
@@ -196,6 +197,22 @@ def test_routing(d):
                                                                             two.get("translatedText")]
                and set(h.get("x-deepmt-model", "").split(",")) == {"main", "ita"},
                "source auto: each text detected among all languages and routed by it", f"{st} {h} {j}")
+        # the npm libretranslate client, unchanged
+        mods, why = node_modules()
+        if not mods:
+            tap.skip(f"npm libretranslate client: {why}")
+        else:
+            outs = []
+            for src, tgt, text in (("en", "es", "A small dog."), ("de", "es", "Ein kleiner Hund.")):
+                r = subprocess.run(["node", repo_path("tests/js/lt_client.js"), f"http://127.0.0.1:{p}", src, tgt,
+                                    "text", text], capture_output=True, timeout=120, env={**os.environ, "NODE_PATH": mods})
+                try:
+                    got = json.loads(r.stdout).get("result")
+                except ValueError:
+                    got = r.stdout
+                outs.append((got, tr(p, text, src, tgt)[2].get("translatedText")))
+            tap.ok(all(a == b and isinstance(a, str) for a, b in outs),
+                   "the npm libretranslate client, unchanged: a direct pair and a pivot", str(outs))
         # /models and metrics
         st, h, j = ts.jreq(p, "GET", "/models")
         names = [m["name"] for m in j.get("models", [])] if st == 200 else []
