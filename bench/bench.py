@@ -9,7 +9,8 @@
 Sections: engine (deepmt vs PyTorch on Multi30k test_2016_flickr en->de), server
 (throughput and latency under load), sched (continuous vs whole batching: a heavy
 request beside light ones, 64 and 8 mixed clients, 300 disconnected clients, batch
-invariance; bench/sched.py), hardening (/health under a flood of costly documents;
+invariance; bench/sched.py), models (two models served together vs each alone:
+throughput, p99, RSS; bench/models.py), hardening (/health under a flood of costly documents;
 bench/hardening.py), depth (12 / 100 / 1,000 layers), profile (perf, when
 installed), size (the 3.2B shape; opt-in, run first). Writes
 OUT/report.md and OUT/report.json. Every figure that compares is a ratio of runs
@@ -30,6 +31,7 @@ import common  # noqa: E402
 import depth  # noqa: E402
 import engine  # noqa: E402
 import hardening  # noqa: E402
+import models  # noqa: E402
 import sched  # noqa: E402
 import server  # noqa: E402
 
@@ -108,7 +110,7 @@ def main():
     ap.add_argument("--no-pytorch", action="store_true",
                     help="engine section: deepmt's variants only (kernel levels, precisions), no PyTorch "
                          "(and no deepmt-1worker, which mirrors how PyTorch uses threads)")
-    ap.add_argument("--sections", default="engine,server,sched,hardening,depth,profile")
+    ap.add_argument("--sections", default="engine,server,sched,models,hardening,depth,profile")
     ap.add_argument("--size", action="store_true", help="also the 3.2B-parameter model (minutes, ~13 GB)")
     ap.add_argument("--concurrency", default="1,8,64")
     ap.add_argument("--requests", type=int, default=128)
@@ -158,6 +160,13 @@ def main():
         md += ["## 2b. Scheduling: continuous vs whole batching (`deepmt serve --batching`)",
                f"Model: {model_desc}. bench/sched.py; 2 workers x 1 thread. " + sched.__doc__.split("Workloads")[1]
                .split("Prints")[0].strip().replace("\n", " "), sched.markdown(med, sa)]
+    if "models" in sections:
+        ma = argparse.Namespace(build=a.build, models="models/default,models/general", shared=a.shared,
+                                rounds=a.rounds, clients=8, seconds=15)
+        js["models"] = models.bench(ma)
+        md += ["## 2d. Several models: two served together vs each alone (bench/models.py)",
+               models.__doc__.split("Workloads")[1].split("Prints")[0].strip().replace("\n", " "),
+               models.markdown(js["models"])]
     if "hardening" in sections:
         ha = argparse.Namespace(build=a.build, model=cfg["model"], seconds=20, clients=16)
         js["hardening"] = hardening.bench(ha)
