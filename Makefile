@@ -105,7 +105,7 @@ tsan: deps-test
 	@$(MAKE) --no-print-directory all BUILD=build/tsan OPT="-O1 -fno-omit-frame-pointer" SAN="-fsanitize=thread"
 	@DEEPMT_BUILD=build/tsan TSAN_OPTIONS="halt_on_error=0 second_deadlock_stack=1 \
 	  suppressions=$(CURDIR)/tests/tsan.supp $(TSAN_OPTIONS)" \
-	  TESTS="build/tsan/tests/ tests/py/test_server.py tests/py/test_hardening.py" tests/run.sh
+	  TESTS="build/tsan/tests/ tests/py/test_server.py tests/py/test_hardening.py tests/py/test_models.py" tests/run.sh
 
 serve: deps
 	@$(MAKE) --no-print-directory $(BUILD)/deepmt

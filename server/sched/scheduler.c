@@ -41,10 +41,15 @@
 
 #define WATCH_MS 50 /* how often clients and deadlines are checked */
 
+/* Whole batches: a worker's decoder states, one per model it ran lately (a model's
+ * batches then reuse its grown buffers when models alternate). */
+#define WORKER_STATES 4
+
 typedef struct {
     dmt_scheduler *s;
-    dmt_state *state;          /* whole batches: the state of the last batch's model */
-    dmt_served *state_model;   /* its model, a reference held */
+    dmt_state *state[WORKER_STATES];
+    dmt_served *state_model[WORKER_STATES]; /* each state's model, a reference held */
+    int next_evict;
     pthread_t thread;
     int started;
 } worker;
@@ -377,8 +382,15 @@ static double run_batch(worker *wk, dmt_job **batch, int n, dmt_translate_input 
     char err[256] = "";
     double t0 = dmt_now();
     int rc = -1;
-    if (state_for(&wk->state, &wk->state_model, m)) snprintf(err, sizeof err, "out of memory for a worker state");
-    else rc = dmt_translate(m->model, wk->state, n, in, &opt, out, err, sizeof err);
+    int slot = 0;
+    while (slot < WORKER_STATES && wk->state_model[slot] != m) slot++;
+    if (slot == WORKER_STATES) { /* a model this worker has no state for: a free slot, else the oldest */
+        for (slot = 0; slot < WORKER_STATES && wk->state_model[slot]; slot++) {}
+        if (slot == WORKER_STATES) slot = wk->next_evict++ % WORKER_STATES;
+    }
+    if (state_for(&wk->state[slot], &wk->state_model[slot], m))
+        snprintf(err, sizeof err, "out of memory for a worker state");
+    else rc = dmt_translate(m->model, wk->state[slot], n, in, &opt, out, err, sizeof err);
     double dt = dmt_now() - t0;
     long src = br.src, gen = br.gen; /* a delivered job may be freed already: not read again */
     for (int i = 0; i < n; i++)
@@ -733,7 +745,9 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&s->mu);
     for (;;) {
         while (dmt_policy_queued(s->policy) == 0 && !s->stopping) {
-            if (wk->state_model && atomic_load(&wk->state_model->retired)) state_drop(&wk->state, &wk->state_model);
+            for (int i = 0; i < WORKER_STATES; i++)
+                if (wk->state_model[i] && atomic_load(&wk->state_model[i]->retired))
+                    state_drop(&wk->state[i], &wk->state_model[i]);
             pthread_cond_wait(&s->cv, &s->mu); /* woken by a reload too (dmt_scheduler_models_changed) */
         }
         if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
@@ -849,7 +863,8 @@ void dmt_scheduler_free(dmt_scheduler *s) {
     if (!s) return;
     dmt_scheduler_stop(s);
     /* nothing can be left queued: submit needs ready workers and refuses once stopping */
-    for (int i = 0; i < s->o.workers; i++) state_drop(&s->workers[i].state, &s->workers[i].state_model);
+    for (int i = 0; i < s->o.workers; i++)
+        for (int k = 0; k < WORKER_STATES; k++) state_drop(&s->workers[i].state[k], &s->workers[i].state_model[k]);
     pthread_cond_destroy(&s->cv);
     pthread_cond_destroy(&s->watch_cv);
     pthread_mutex_destroy(&s->mu);

@@ -232,6 +232,23 @@ def test_routing(d):
     tap.ok(rc == 0, "the server stops cleanly (exit 0)", srv.stderr()[-800:])
 
 
+def test_whole_batches(d):
+    """--batching whole: a worker's states per model, the same answers."""
+    cont = Serve("--model", os.path.join(d, "main"), "--model", os.path.join(d, "esp"))
+    whole = Serve("--model", os.path.join(d, "main"), "--model", os.path.join(d, "esp"), "--batching", "whole")
+    try:
+        same = []
+        for src, tgt, text in (("en", "de", "A dog runs."), ("en", "es", "A cat sleeps."), ("de", "es", "Ein Hund."),
+                               ("en", "de", "Two men."), ("es", "de", "Un perro.")):
+            a, b = tr(cont.port, text, src, tgt), tr(whole.port, text, src, tgt)
+            same.append(a[0] == b[0] == 200 and a[2] == b[2])
+        tap.ok(all(same), "whole batches: models alternating, pivots included, answer as continuous batching does",
+               str(same))
+    finally:
+        rc = cont.stop() | whole.stop()
+    tap.ok(rc == 0, "both stop cleanly", whole.stderr()[-600:])
+
+
 def test_bad_lists(d):
     r = subprocess.run([ts.BIN, "serve", "--model", os.path.join(d, "main"), "--model", os.path.join(d, "main"),
                         "--port", "0"], capture_output=True, text=True, timeout=30)
@@ -403,6 +420,7 @@ def main():
             tap.ok(False, "tools/make_random_model.py makes the test models", str(e))
             return tap.done()
         test_routing(d)
+        test_whole_batches(d)
         test_bad_lists(d)
         test_reload(d)
     finally:
