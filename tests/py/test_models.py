@@ -98,6 +98,11 @@ class Serve:
             self.proc.kill()
             rc = self.proc.wait()
         self.log.close()
+        err = self.stderr()
+        for needle in ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:", "WARNING: ThreadSanitizer"):
+            if needle in err:
+                i = err.index(needle)
+                ts.SANITIZER_REPORTS.append(f"{self.log_path}: {err[max(0, i - 200):i + 1500]}")
         return rc
 
     def stderr(self):
@@ -423,6 +428,7 @@ def main():
         test_whole_batches(d)
         test_bad_lists(d)
         test_reload(d)
+        tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     return tap.done()
