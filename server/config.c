@@ -267,6 +267,13 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
     }
     if (rc) return -1;
     if (n_dir && add_model(c, dir[0], 0, err, errlen)) return -1; /* deepmt serve models/default */
+    /* a models folder replaces DEEPMT_MODEL's one model (an image's default), while
+     * --model flags on the command line add to it */
+    if (c->models_folder[0] && c->model_dirs_from_env) {
+        for (int i = 0; i < c->n_model_dirs; i++) free(c->model_dirs[i]);
+        c->n_model_dirs = 0;
+        c->model_dirs_from_env = 0;
+    }
     if (c->n_model_dirs == 0 && !c->models_folder[0] && add_model(c, DMT_DEFAULT_MODEL, 0, err, errlen)) return -1;
     /* Several one-thread workers beat one many-thread worker here: a decoder step's
      * small matrix products scale poorly across BLAS threads, and with one BLAS thread

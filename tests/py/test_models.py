@@ -309,7 +309,7 @@ def test_reload(d):
         s.stop()
     tap.ok(want["esp-v1"] != want["esp-v2"], "the two versions of esp translate differently (the check can fail)",
            str(want))
-    srv = Serve("--models", folder, "--admin-key", "sesame")
+    srv = Serve("--models", folder, "--admin-key", "sesame", env={"DEEPMT_MODEL": os.path.join(d, "asia")})
     p = srv.port
     results, ready_fail, stop = [], [], threading.Event()
     marks = {}
@@ -335,7 +335,10 @@ def test_reload(d):
     threads = [threading.Thread(target=client, args=(pair,)) for pair in (("en", "es"), ("en", "es"), ("en", "de"))]
     threads.append(threading.Thread(target=ready_poll))
     try:
-        tap.ok(generation(p)[0] == 1, "--models FOLDER serves models.json's list", srv.stderr()[-600:])
+        g, j = generation(p)
+        tap.ok(g == 1 and [m["name"] for m in j["models"]] == ["main", "esp", "por"],
+               "--models FOLDER serves models.json's list (DEEPMT_MODEL, an image's default, left out)",
+               f"{j} {srv.stderr()[-600:]}")
         for t in threads:
             t.start()
         time.sleep(0.5)
