@@ -609,35 +609,35 @@ static int step(sessions *all, running *r, long *src, long *gen) {
     return done;
 }
 
-/* Picks what joins the running sessions (lock held): first more sentences with each
- * running session's options, then, while a session is free, sentences with other
- * options. Shares the worker's room (sentences, cost) across its sessions. The
- * picked jobs go to jobs[] grouped by options; group sizes to groups[]. */
+/* Adds up to limit - *n sentences with key (NULL: the fairest request's) to jobs[]
+ * as one group (lock held); how many. */
+static int pick_group(sessions *all, const dmt_batch_key *key, int limit, int *n, dmt_policy_pick *picks,
+                      dmt_job **jobs, int *groups, int *g) {
+    int k = dmt_policy_take_more(all->wk->s->policy, key, all->cost_sum, limit - *n, picks);
+    for (int q = 0; q < k; q++) {
+        jobs[*n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
+        all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index]; /* reserved; admit recounts */
+    }
+    if (k) groups[(*g)++] = k;
+    *n += k;
+    return k;
+}
+
+/* Picks what joins the running sessions (lock held). First the fairest waiting
+ * request (policy.h), whatever its model and options, while a session is free:
+ * a model or set of options that no session here runs is not held behind the
+ * running sessions' refills, so no model starves another. Then more sentences for
+ * each running session, then, while sessions are free, others. Shares the
+ * worker's room (sentences, cost) across its sessions. The picked jobs go to
+ * jobs[] grouped by key; group sizes to groups[]. */
 static int pick(sessions *all, int limit, dmt_policy_pick *picks, dmt_job **jobs, int *groups) {
-    dmt_scheduler *s = all->wk->s;
-    int n = 0, g = 0, busy_sessions = 0;
-    for (int i = 0; i < MAX_SESSIONS && n < limit; i++) {
-        running *r = &all->run[i];
-        if (r->n == 0) continue;
-        busy_sessions++;
-        int k = dmt_policy_take_more(s->policy, &r->key, all->cost_sum, limit - n, picks);
-        for (int q = 0; q < k; q++) {
-            jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
-            all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index]; /* reserved; admit recounts */
-        }
-        if (k) groups[g++] = k;
-        n += k;
-    }
-    for (int free_sessions = MAX_SESSIONS - busy_sessions; free_sessions > 0 && n < limit; free_sessions--) {
-        int k = dmt_policy_take_more(s->policy, NULL, all->cost_sum, limit - n, picks);
-        if (k == 0) break;
-        for (int q = 0; q < k; q++) {
-            jobs[n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
-            all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index];
-        }
-        groups[g++] = k;
-        n += k;
-    }
+    int n = 0, g = 0, free_sessions = MAX_SESSIONS;
+    for (int i = 0; i < MAX_SESSIONS; i++) free_sessions -= all->run[i].n > 0;
+    if (free_sessions > 0 && pick_group(all, NULL, limit, &n, picks, jobs, groups, &g)) free_sessions--;
+    for (int i = 0; i < MAX_SESSIONS && n < limit; i++)
+        if (all->run[i].n > 0) pick_group(all, &all->run[i].key, limit, &n, picks, jobs, groups, &g);
+    for (; free_sessions > 0 && n < limit; free_sessions--)
+        if (!pick_group(all, NULL, limit, &n, picks, jobs, groups, &g)) break;
     for (int i = 0; i < n; i++) all->cost_sum -= jobs[i]->work->cost[jobs[i] - jobs[i]->work->jobs];
     return g;
 }

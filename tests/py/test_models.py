@@ -254,6 +254,42 @@ def test_whole_batches(d):
     tap.ok(rc == 0, "both stop cleanly", whole.stderr()[-600:])
 
 
+def test_no_starving(d):
+    """One worker with room for 4 sentences, one request of 300 sentences (beam 8, of
+    1 to 9 words: they finish at different steps, so main's session never empties)
+    on main: a one-sentence request for esp, sent once main's is running, is answered
+    long before main's ends. (It waited for main's last sentence before the worker
+    took the fairest request first, whatever its model.)"""
+    srv = Serve("--model", os.path.join(d, "main"), "--model", os.path.join(d, "esp"), "--workers", "1",
+                "--threads", "1", "--max-batch-sentences", "4")
+    heavy_q = [" ".join(f"word{i * 7 + k}" for k in range(1 + i % 9)) + "." for i in range(300)]
+    done = {}
+
+    def heavy():
+        done["heavy_status"] = tr(srv.port, heavy_q, "en", "de", beam_size=8)[0]
+        done["heavy"] = time.time()
+    try:
+        t = threading.Thread(target=heavy)
+        t.start()
+        end = time.time() + 10 * ts.SLOW
+        while time.time() < end:  # until the heavy request holds the worker
+            st, _, body = ts.request(srv.port, "GET", "/metrics")
+            if b"deepmt_busy_workers 1" in body:
+                break
+            time.sleep(0.01)
+        t0 = time.time()
+        st, h, j = tr(srv.port, "A cat.", "en", "es")
+        light = time.time()
+        t.join(120)
+        tap.ok(st == 200 and h.get("x-deepmt-model") == "esp" and done.get("heavy_status") == 200
+               and light < done.get("heavy", 0) - 0.5 * (done.get("heavy", 0) - t0),
+               "a model with one short request is served while another model's long request runs (no starving)",
+               f"light {light - t0:.2f} s, heavy {done.get('heavy', 0) - t0:.2f} s after the light one was sent, "
+               f"heavy status {done.get('heavy_status')}")
+    finally:
+        srv.stop()
+
+
 def test_bad_lists(d):
     r = subprocess.run([ts.BIN, "serve", "--model", os.path.join(d, "main"), "--model", os.path.join(d, "main"),
                         "--port", "0"], capture_output=True, text=True, timeout=30)
@@ -429,6 +465,7 @@ def main():
             return tap.done()
         test_routing(d)
         test_whole_batches(d)
+        test_no_starving(d)
         test_bad_lists(d)
         test_reload(d)
         tap.ok(not ts.SANITIZER_REPORTS, "no sanitizer reports", "\n".join(ts.SANITIZER_REPORTS[:2]))
