@@ -321,17 +321,18 @@ void dmt_api_account(const dmt_api_request *r, int status, double seconds) {
 }
 
 const char *dmt_api_models_used(const dmt_api_request *r, char *buf, size_t cap) {
+    const dmt_served *seen[2 * DMT_MAX_MODELS];
+    int n_seen = 0;
     size_t o = 0;
     buf[0] = 0;
-    for (int i = 0; i < r->n_parts && o < cap; i++)
-        for (int leg = 0; leg < 2 && o < cap; leg++) {
+    for (int i = 0; i < r->n_parts; i++)
+        for (int leg = 0; leg < 2; leg++) { /* in the order they ran: a pivot's first leg first */
             const dmt_served *m = leg == 0 ? r->parts[i].pivot_model : r->parts[i].model;
-            if (!m) continue;
-            size_t l = strlen(m->spec.name);
-            int dup = 0; /* listed already? */
-            for (const char *q = buf; !dup && (q = strstr(q, m->spec.name)); q += l)
-                dup = (q == buf || q[-1] == ',') && (q[l] == ',' || !q[l]);
-            if (!dup) o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? "," : "", m->spec.name);
+            int dup = !m;
+            for (int k = 0; k < n_seen && !dup; k++) dup = seen[k] == m;
+            if (dup || n_seen == 2 * DMT_MAX_MODELS || o >= cap) continue;
+            seen[n_seen++] = m;
+            o += (size_t)snprintf(buf + o, cap - o, "%s%s", o ? "," : "", m->spec.name);
         }
     return buf;
 }

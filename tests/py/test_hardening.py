@@ -315,7 +315,7 @@ def test_half_close():
                                    "\n".join(texts).encode())
     freq = (b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: " + fheaders["Content-Type"].encode()
             + b"\r\nContent-Length: %d\r\n\r\n" % len(fbody) + fbody)
-    raw = raw_exchange(p, freq, half_close=True)
+    raw = raw_exchange(p, freq, timeout=60 * SLOW, half_close=True)  # 48 long sentences: slow on a busy machine
     try:
         url = json.loads(body_of(raw)).get("translatedFileUrl", "")
     except ValueError:
