@@ -223,7 +223,7 @@ static int amx_check_dpbusd(int rows, int kd, int nd, int32_t start) {
     for (int r = 0; r < 16; r++)
         for (int i = 0; i < 64; i++) a[r][i] = amx_byte(), b[r][i] = amx_byte();
     for (int r = 0; r < 16; r++)
-        for (int n = 0; n < 16; n++) c[r][n] = start + (int32_t)uniform(-1000, 1000);
+        for (int n = 0; n < 16; n++) c[r][n] = start + (int32_t)uniform(-400, 400); /* |start| <= 2^31 - 500 */
     dmt_amx_tileloadd(&m, 0, c, sizeof c[0]);
     dmt_amx_tileloadd(&m, 1, a, sizeof a[0]);
     dmt_amx_tileloadd(&m, 2, b, sizeof b[0]);
