@@ -70,9 +70,10 @@ $(BUILD)/libdeepmt.a: $(LIB_OBJ)
 $(BUILD)/deepmt: $(CLI_OBJ) $(BUILD)/libdeepmt.a
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libdeepmt.a $(LDLIBS)
 
-# The AVX-VNNI and AVX-512 levels' kernels once more on SIMDe's portable AVX-512 (libsimde-dev,
-# which `make test` installs), linked into the test programs only, so DEEPMT_ISA=avxvnni|avx512*
-# runs those levels' code on CPUs without them (model/kernels/kernels.h).
+# The AVX-VNNI, AVX-512 and AMX levels' kernels once more on SIMDe's portable AVX-512 (libsimde-dev,
+# which `make test` installs) and, for amx, on the software tile model (model/kernels/amx.h),
+# linked into the test programs only, so DEEPMT_ISA=avxvnni|avx512*|amx runs those levels'
+# code on CPUs without them (model/kernels/kernels.h).
 ifneq ($(wildcard /usr/include/simde/x86/avx512.h),)
 EMU_OBJ := $(BUILD)/tests/c/kernels_avx512_emulated.o $(BUILD)/tests/c/kernels_avxvnni_emulated.o
 SUP_OBJ += $(EMU_OBJ)

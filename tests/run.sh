@@ -41,14 +41,15 @@ for t in "$BUILD"/tests/test_*; do [ -x "$t" ] && run_one "$t" "$t"; done
 # the CPU has, above. The op, golden, beam and checkpoint tests run again at every
 # other level, which is what other x86-64 servers run: natively where the CPU has the
 # level (the deepmt binary, which links no emulation, accepts it), otherwise (AVX-VNNI,
-# AVX-512 on a CPU without them) on the test programs' SIMDe emulation where it is
-# built (test_gemm runs every level's products itself).
+# AVX-512, AMX on a CPU without them) on the test programs' SIMDe emulation, with the
+# software tile model for amx, where it is built (test_gemm runs every level's
+# products itself).
 best=$("$BUILD"/deepmt --version 2>/dev/null | sed -n 's/^kernels: \([a-z0-9]*\);.*/\1/p')
-for isa in generic avx2 avxvnni avx512 avx512vnni avx512bf16; do
+for isa in generic avx2 avxvnni avx512 avx512vnni avx512bf16 amx; do
     [ "$isa" = "$best" ] && continue
     how=""
     if ! env DEEPMT_ISA=$isa "$BUILD"/deepmt --version >/dev/null 2>&1; then
-        case $isa in avx512*) emu=avx512 ;; *) emu=$isa ;; esac # the source file holding the level
+        case $isa in avx512* | amx) emu=avx512 ;; *) emu=$isa ;; esac # the source file holding the level
         if [ ! -f "$BUILD/tests/c/kernels_${emu}_emulated.o" ] || ! grep -q avx2 /proc/cpuinfo 2>/dev/null; then
             echo "# $isa: not run (this CPU lacks it; its emulation needs libsimde-dev and an AVX2 CPU)"
             continue

@@ -1,19 +1,66 @@
 /* kernels.c — CPU detection, level selection, threads, quantisation (kernels.h). */
 #include "model/kernels/internal.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef DMT_KERNELS_X86
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS; declared here to avoid cblas.h */
 
-static const char *const isa_names[DMT_ISA_COUNT] = {"generic",    "avx2",       "avxvnni",
-                                                              "avx512",     "avx512vnni", "avx512bf16"};
+static const char *const isa_names[DMT_ISA_COUNT] = {"generic",    "avx2",       "avxvnni", "avx512",
+                                                     "avx512vnni", "avx512bf16", "amx"};
 
 const char *dmt_isa_name(dmt_isa isa) { return isa >= 0 && isa < DMT_ISA_COUNT ? isa_names[isa] : NULL; }
+
+#ifdef DMT_KERNELS_X86
+/* AMX takes three yeses, asked once a process: the CPU's (CPUID leaf 7: AMX-TILE,
+ * AMX-INT8, AMX-BF16), the OS's (XCR0 enables the tile config and tile data state,
+ * bits 17 and 18) and, on Linux, the kernel's permission for this process to use
+ * tile data (arch_prctl ARCH_REQ_XCOMP_PERM), which must be granted before any
+ * thread touches a tile: detection runs before any product. why: the first no. */
+static struct {
+    pthread_once_t once;
+    int usable;
+    char why[96];
+} amx = {PTHREAD_ONCE_INIT, 0, ""};
+
+static void amx_detect(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(d >> 24 & 1) || !(d >> 25 & 1) || !(d >> 22 & 1)) {
+        snprintf(amx.why, sizeof amx.why, "the CPU lacks AMX-TILE, AMX-INT8 or AMX-BF16");
+        return;
+    }
+    uint32_t lo = 0, hi = 0;
+    if (__get_cpuid(1, &a, &b, &c, &d) && (c >> 27 & 1)) /* OSXSAVE: XGETBV is there */
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    if ((lo >> 17 & 3) != 3) {
+        snprintf(amx.why, sizeof amx.why, "the OS does not enable AMX tile state (XCR0)");
+        return;
+    }
+#ifdef __linux__
+    if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0) {
+        snprintf(amx.why, sizeof amx.why, "Linux refused AMX tile data to this process (arch_prctl: %s)",
+                 strerror(errno));
+        return;
+    }
+#endif
+    amx.usable = 1;
+}
+
+static int amx_usable(void) {
+    pthread_once(&amx.once, amx_detect);
+    return amx.usable;
+}
+#endif
 
 /* Whether this CPU runs a level (its own features and every lower level's). */
 static int cpu_has(dmt_isa isa) {
@@ -32,6 +79,7 @@ static int cpu_has(dmt_isa isa) {
     case DMT_ISA_AVX512VNNI:
         return cpu_has(DMT_ISA_AVX512) && __builtin_cpu_supports("avx512vnni");
     case DMT_ISA_AVX512BF16: return cpu_has(DMT_ISA_AVX512VNNI) && __builtin_cpu_supports("avx512bf16");
+    case DMT_ISA_AMX: return cpu_has(DMT_ISA_AVX512BF16) && amx_usable();
     default: return 0;
     }
 #else
@@ -44,7 +92,8 @@ const dmt_kernels *dmt_kernels_for(dmt_isa isa) {
 #ifdef DMT_KERNELS_X86
     static const dmt_kernels *const tables[DMT_ISA_COUNT] = {&dmt_kernels_generic,    &dmt_kernels_avx2,
                                                              &dmt_kernels_avxvnni,    &dmt_kernels_avx512,
-                                                             &dmt_kernels_avx512vnni, &dmt_kernels_avx512bf16};
+                                                             &dmt_kernels_avx512vnni, &dmt_kernels_avx512bf16,
+                                                             &dmt_kernels_amx};
     return tables[isa];
 #else
     return &dmt_kernels_generic;
@@ -57,6 +106,7 @@ const dmt_kernels *dmt_kernels_emulated(dmt_isa isa) {
                            : isa == DMT_ISA_AVX512     ? &dmt_kernels_avx512_emulated
                            : isa == DMT_ISA_AVX512VNNI ? &dmt_kernels_avx512vnni_emulated
                            : isa == DMT_ISA_AVX512BF16 ? &dmt_kernels_avx512bf16_emulated
+                           : isa == DMT_ISA_AMX        ? &dmt_kernels_amx_emulated
                                                        : NULL;
     if (!t || cpu_has(isa) || !cpu_has(DMT_ISA_AVX2)) return NULL;
     return t;
@@ -72,7 +122,7 @@ const dmt_kernels *dmt_kernels_emulated(dmt_isa isa) {
 static struct {
     pthread_once_t once;
     const dmt_kernels *chosen, *best;
-    char err[160];
+    char err[200];
 } choice = {PTHREAD_ONCE_INIT, NULL, NULL, ""};
 
 static void choose(void) {
@@ -86,13 +136,18 @@ static void choose(void) {
         if (!strcmp(want, isa_names[i])) {
             choice.chosen = dmt_kernels_for((dmt_isa)i);
             if (!choice.chosen) choice.chosen = dmt_kernels_emulated((dmt_isa)i);
-            if (!choice.chosen)
-                snprintf(choice.err, sizeof choice.err,
-                         "DEEPMT_ISA=%s: this CPU cannot run it (its best level is %s)", want, choice.best->name);
+            if (!choice.chosen) {
+                const char *why = "";
+#ifdef DMT_KERNELS_X86
+                if (i == DMT_ISA_AMX && cpu_has(DMT_ISA_AVX512BF16)) why = amx.why; /* detected by now */
+#endif
+                snprintf(choice.err, sizeof choice.err, "DEEPMT_ISA=%s: this CPU cannot run it (its best level is %s)%s%s",
+                         want, choice.best->name, *why ? ": " : "", why);
+            }
             return;
         }
     snprintf(choice.err, sizeof choice.err,
-             "DEEPMT_ISA=%.32s: unknown level (generic, avx2, avxvnni, avx512, avx512vnni or avx512bf16)", want);
+             "DEEPMT_ISA=%.32s: unknown level (generic, avx2, avxvnni, avx512, avx512vnni, avx512bf16 or amx)", want);
 }
 
 const dmt_kernels *dmt_kernels_select(char *err, size_t errlen) {

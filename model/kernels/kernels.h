@@ -1,6 +1,6 @@
 /* kernels.h — deepmt's ISA-specific kernels and the one place where the ISA is chosen.
  *
- * Every x86-64 server CPU runs one of six levels, each a table of function
+ * Every x86-64 server CPU runs one of seven levels, each a table of function
  * pointers (one table per level, built at compile time with per-file target
  * pragmas, so the build keeps one set of flags):
  *
@@ -11,6 +11,9 @@
  *   avx512      AVX-512F: packed F32 panels of 32 columns (12x32 tile)
  *   avx512vnni  + AVX-512 VNNI int8 products (vpdpbusd)
  *   avx512bf16  + AVX-512 BF16 products (vdpbf16ps, `--precision bf16`)
+ *   amx         + AMX tiles (Sapphire Rapids and later): int8 products with tdpbusd
+ *               (the same bits as avx512vnni), BF16 with tdpbf16ps (amx.inc); needs
+ *               the OS to enable tile state and Linux to grant it (kernels.c)
  *
  * The CPU's features are read once; the process runs the best level it has, or the
  * one DEEPMT_ISA names (refused with a message when the CPU lacks it): tests and
@@ -36,6 +39,7 @@ typedef enum {
     DMT_ISA_AVX512,
     DMT_ISA_AVX512VNNI,
     DMT_ISA_AVX512BF16,
+    DMT_ISA_AMX,
     DMT_ISA_COUNT
 } dmt_isa;
 
@@ -100,17 +104,19 @@ void dmt_bf16_to_f32_n(float *dst, const void *src, size_t n);
 
 /* per-level tables (kernels_*.c); NULL where the compiler cannot build the level */
 extern const dmt_kernels dmt_kernels_generic, dmt_kernels_avx2, dmt_kernels_avxvnni, dmt_kernels_avx512,
-    dmt_kernels_avx512vnni, dmt_kernels_avx512bf16;
+    dmt_kernels_avx512vnni, dmt_kernels_avx512bf16, dmt_kernels_amx;
 
 /* Emulated levels, for tests. The test programs link kernels_avx512.c and
  * kernels_avxvnni.c a second time, built on SIMDe's portable AVX-512 (libsimde-dev,
- * itself on AVX2): the same kernel source, so a machine without them still executes
- * the avxvnni, avx512, avx512vnni and avx512bf16 code (tests/c/test_gemm.c; tests/run.sh runs the op, golden, beam and
- * checkpoint tests with DEEPMT_ISA naming them). The deepmt binary does not link
- * them (weak symbols: their addresses are NULL there). */
+ * itself on AVX2) and, for amx, on amx.h's software model of the tiles: the same
+ * kernel source, so a machine without them still executes the avxvnni, avx512,
+ * avx512vnni, avx512bf16 and amx code (tests/c/test_gemm.c; tests/run.sh runs the op,
+ * golden, beam and checkpoint tests with DEEPMT_ISA naming them). The deepmt binary
+ * does not link them (weak symbols: their addresses are NULL there). */
 extern const dmt_kernels dmt_kernels_avxvnni_emulated __attribute__((weak)),
     dmt_kernels_avx512_emulated __attribute__((weak)),
-    dmt_kernels_avx512vnni_emulated __attribute__((weak)), dmt_kernels_avx512bf16_emulated __attribute__((weak));
+    dmt_kernels_avx512vnni_emulated __attribute__((weak)), dmt_kernels_avx512bf16_emulated __attribute__((weak)),
+    dmt_kernels_amx_emulated __attribute__((weak));
 /* The emulated table of a level this CPU lacks; NULL where it runs the level itself,
  * where the emulation is not linked, or where the CPU lacks AVX2 (SIMDe's base here).
  * dmt_kernels_select takes it when DEEPMT_ISA names such a level; the best level

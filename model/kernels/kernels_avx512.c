@@ -1,4 +1,5 @@
-/* kernels_avx512.c — the avx512, avx512vnni and avx512bf16 levels (kernels.h).
+/* kernels_avx512.c — the avx512, avx512vnni, avx512bf16 and amx levels (kernels.h);
+ * the amx level's tile products are amx.inc's, included here to share the rest.
  *
  * Panels of 32 output columns (two zmm); 12 x rows against one panel keep 24
  * accumulators in registers while the panel stays in L1.
@@ -11,6 +12,7 @@
  *     weight sum (stored with the panels), so they end at the exact signed product.
  */
 #include "model/kernels/internal.h"
+#include "model/kernels/amx.h"
 
 #include <float.h>
 #include <math.h>
@@ -221,12 +223,11 @@ DMT_TARGET("avx512bf16") static void panel_bf16(const product *pr, int p) {
     }
 }
 
-/* x rows as bfloat16 pairs, zero-padded to an even length. */
-DMT_TARGET("avx512bf16") static void rows_to_bf16(uint32_t *dst, const float *x, int ldx, int n, int in) {
-    int pairs = (in + 1) / 2;
+/* x rows as bfloat16 pairs, ldd pairs a row (>= (in + 1) / 2), zero-padded. */
+DMT_TARGET("avx512bf16") static void rows_to_bf16(uint32_t *dst, int ldd, const float *x, int ldx, int n, int in) {
     for (int i = 0; i < n; i++) {
         const float *src = x + (size_t)i * ldx;
-        uint16_t *d = (uint16_t *)(dst + (size_t)i * pairs);
+        uint16_t *d = (uint16_t *)(dst + (size_t)i * ldd);
         int k = 0;
 #ifndef DMT_KERNELS_EMULATED
         for (; k + 32 <= in; k += 32) /* cvtne2ps puts its second operand in the low half */
@@ -234,7 +235,7 @@ DMT_TARGET("avx512bf16") static void rows_to_bf16(uint32_t *dst, const float *x,
                                                                     _mm512_loadu_ps(src + k)));
 #endif
         for (; k < in; k++) d[k] = to_bf16(src[k]);
-        if (in & 1) d[in] = 0;
+        for (; k < 2 * ldd; k++) d[k] = 0;
     }
 }
 
@@ -246,7 +247,7 @@ __attribute__((noinline)) DMT_TARGET("avx512bf16") static void gemm_bf16_avx512(
     if (chunk > MR) chunk -= chunk % MR;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;
-        rows_to_bf16(xb, x + (size_t)i0 * ldx, ldx, rows, lin->in);
+        rows_to_bf16(xb, pairs, x + (size_t)i0 * ldx, ldx, rows, lin->in);
         product pr = {.y = y + (size_t)i0 * ldy, .x = xb, .ldy = ldy, .ldx = pairs, .n = rows, .lin = lin};
         all_panels(panel_bf16, &pr, threads);
     }
@@ -332,6 +333,9 @@ __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const floa
     }
 }
 
+/* ---- AMX ---------------------------------------------------------------------------- */
+#include "model/kernels/amx.inc"
+
 #ifndef DMT_KERNELS_EMULATED
 #pragma GCC pop_options
 #endif
@@ -349,5 +353,8 @@ const dmt_kernels TABLE(dmt_kernels_avx512vnni) = {.isa = DMT_ISA_AVX512VNNI, .n
 const dmt_kernels TABLE(dmt_kernels_avx512bf16) = {.isa = DMT_ISA_AVX512BF16, .name = "avx512bf16", AVX512_COMMON,
                                             .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni,
                                             .gemm_bf16 = gemm_bf16_avx512};
+/* the same packed layouts as avx512bf16: only the int8 and BF16 products differ */
+const dmt_kernels TABLE(dmt_kernels_amx) = {.isa = DMT_ISA_AMX, .name = "amx", AVX512_COMMON, .panel_i8 = P,
+                                            .i8_offset = 1, .gemm_i8 = gemm_i8_amx, .gemm_bf16 = gemm_bf16_amx};
 
 #endif

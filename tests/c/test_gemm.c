@@ -14,7 +14,10 @@
  *     within int8 rounding of the true product. Every level gives the same integers,
  *     also on operands of +-1 only (the largest bytes, products and sums).
  * Levels the CPU lacks run emulated (kernels.h) where the test build has SIMDe, and
- * are skipped with a message otherwise.
+ * are skipped with a message otherwise. The amx level (at the end) is compared
+ * with avx512vnni (int8: the same bits) and avx512bf16 / F32 (BF16: within F32
+ * rounding / within bfloat16 rounding), and its software tile model (amx.h) with a
+ * reference written here.
  */
 #include <math.h>
 #include <stdint.h>
@@ -23,6 +26,7 @@
 #include <string.h>
 
 #include "model/gemm.h"
+#include "model/kernels/amx.h"
 #include "model/kernels/kernels.h"
 #include "tests/c/check.h"
 
@@ -178,6 +182,305 @@ static void check_level(const dmt_kernels *k, dmt_weight_layout layout) {
     }
 }
 
+/* ---- the amx level and its software tile model ------------------------------------
+ * The model (model/kernels/amx.h) against references written here from the SDM's
+ * definitions, independently of amx_model.c: TDPBUSD over random and extreme bytes
+ * (0, 255 as unsigned; -128, 127 as signed) with int32 wrap-around, TDPBF16PS with
+ * denormals (inputs read as zero, results flushed), infinities, NaN and the SDM's
+ * order of summation, loads and stores of tiles smaller than 16 x 64 (the rest
+ * zeroed, memory beyond untouched). Then the amx level's products against
+ * avx512vnni's and avx512bf16's. */
+
+static void amx_cfg(dmt_amx_config *cfg, int t, int rows, int colsb) {
+    cfg->palette = 1;
+    cfg->rows[t] = (uint8_t)rows;
+    cfg->colsb[t] = (uint16_t)colsb;
+}
+
+/* A random byte, a quarter of them the extremes 0, 255, 127, 128 (s8: 0, -1, 127, -128). */
+static uint8_t amx_byte(void) {
+    static const uint8_t edge[4] = {0, 255, 127, 128};
+    float u = uniform(0, 1);
+    return u < 0.25f ? edge[(int)(u * 16) & 3] : (uint8_t)((int)uniform(0, 256) & 255);
+}
+
+/* Whether every byte of tile t outside rows x colsb is zero. */
+static int amx_zero_outside(const dmt_amx_model *m, int t, int rows, int colsb) {
+    for (int r = 0; r < DMT_AMX_ROWS; r++)
+        for (int b = r < rows ? colsb : 0; b < DMT_AMX_COLSB; b++)
+            if (m->tile[t][r][b]) return 0;
+    return 1;
+}
+
+/* C (rows x n dwords) += A (rows x kd dwords) . B (kd rows x n dwords), u8 x s8. */
+static int amx_check_dpbusd(int rows, int kd, int nd, int32_t start) {
+    static dmt_amx_model m;
+    dmt_amx_config cfg = {0};
+    amx_cfg(&cfg, 0, rows, nd * 4), amx_cfg(&cfg, 1, rows, kd * 4), amx_cfg(&cfg, 2, kd, nd * 4);
+    dmt_amx_ldtilecfg(&m, &cfg);
+    uint8_t a[16][64], b[16][64];
+    int32_t c[16][16], got[16][16];
+    for (int r = 0; r < 16; r++)
+        for (int i = 0; i < 64; i++) a[r][i] = amx_byte(), b[r][i] = amx_byte();
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 16; n++) c[r][n] = start + (int32_t)uniform(-400, 400); /* |start| <= 2^31 - 500 */
+    dmt_amx_tileloadd(&m, 0, c, sizeof c[0]);
+    dmt_amx_tileloadd(&m, 1, a, sizeof a[0]);
+    dmt_amx_tileloadd(&m, 2, b, sizeof b[0]);
+    dmt_amx_tdpbusd(&m, 0, 1, 2);
+    dmt_amx_tilestored(&m, 0, got, sizeof got[0]);
+    int ok = amx_zero_outside(&m, 0, rows, nd * 4);
+    for (int r = 0; r < rows; r++)
+        for (int n = 0; n < nd; n++) {
+            int64_t s = c[r][n];
+            for (int k = 0; k < kd * 4; k++) s += (int64_t)a[r][k] * (int8_t)b[k / 4][n * 4 + k % 4];
+            ok &= got[r][n] == (int32_t)(uint32_t)(uint64_t)s; /* modulo 2^32 */
+        }
+    return ok;
+}
+
+static float amx_f(uint32_t bits) {
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+static uint32_t amx_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* The SDM's TDPBF16PS for one output: two sums (even and odd elements of the pairs),
+ * each an FP32 FMA a step, added, then added to c; denormal inputs and results are
+ * zero. The reference rounds in double then to float (exact here: the operands'
+ * exponents stay within 2^+-30 of each other). */
+static float amx_ref_dot(float c, const uint16_t *x, const uint16_t *y, int pairs) {
+    double t[2] = {0, 0};
+    for (int k = 0; k < 2 * pairs; k++) {
+        float a = amx_f((uint32_t)x[k] << 16), b = amx_f((uint32_t)y[k] << 16);
+        if (fabsf(a) < 0x1p-126f) a = 0; /* denormal inputs (DAZ) */
+        if (fabsf(b) < 0x1p-126f) b = 0;
+        float r = (float)(t[k & 1] + (double)a * b);
+        t[k & 1] = fabsf(r) < 0x1p-126f ? 0 : r; /* FTZ */
+    }
+    float s = (float)(t[0] + t[1]), d = (float)((double)c + s);
+    return fabsf(d) < 0x1p-126f ? 0 : d;
+}
+
+static uint16_t amx_bf16_of(float f) { return (uint16_t)(amx_bits(f) >> 16); } /* exact for the values used */
+
+/* TDPBF16PS on random bfloat16 (with `special` ones placed by the caller), rows x
+ * pairs x n: every output against amx_ref_dot, NaN against NaN. */
+static int amx_check_dpbf16ps(int rows, int pairs, int nd, void (*special)(uint16_t a[16][32], uint16_t b[16][32],
+                                                                           float c[16][16])) {
+    static dmt_amx_model m;
+    dmt_amx_config cfg = {0};
+    amx_cfg(&cfg, 3, rows, nd * 4), amx_cfg(&cfg, 5, rows, pairs * 4), amx_cfg(&cfg, 7, pairs, nd * 4);
+    dmt_amx_ldtilecfg(&m, &cfg);
+    uint16_t a[16][32], b[16][32];
+    float c[16][16], got[16][16];
+    for (int r = 0; r < 16; r++)
+        for (int i = 0; i < 32; i++)
+            a[r][i] = amx_bf16_of(bf16_round(uniform(-4, 4))), b[r][i] = amx_bf16_of(bf16_round(uniform(-4, 4)));
+    for (int r = 0; r < 16; r++)
+        for (int n = 0; n < 16; n++) c[r][n] = uniform(-10, 10);
+    if (special) special(a, b, c);
+    dmt_amx_tileloadd(&m, 3, c, sizeof c[0]);
+    dmt_amx_tileloadd(&m, 5, a, sizeof a[0]);
+    dmt_amx_tileloadd(&m, 7, b, sizeof b[0]);
+    dmt_amx_tdpbf16ps(&m, 3, 5, 7);
+    dmt_amx_tilestored(&m, 3, got, sizeof got[0]);
+    int ok = amx_zero_outside(&m, 3, rows, nd * 4);
+    for (int r = 0; r < rows; r++)
+        for (int n = 0; n < nd; n++) {
+            uint16_t col[32];
+            for (int k = 0; k < pairs; k++) col[2 * k] = b[k][2 * n], col[2 * k + 1] = b[k][2 * n + 1];
+            float want = amx_ref_dot(c[r][n], a[r], col, pairs);
+            ok &= isnan(want) ? isnan(got[r][n]) : amx_bits(want) == amx_bits(got[r][n]);
+        }
+    return ok;
+}
+
+/* Row 0: denormal activations against huge weights (a product of 2^-130 * 2^100
+ * were there no DAZ); row 1: products of 2^-130 (flushed); row 2: +inf; row 3:
+ * inf * 0 (NaN); row 4: NaN; row 5 (column 2): a sum whose order matters (SDM:
+ * 2^24 - 2^24 in the even sum, 1 + 1 in the odd one: +2; one product at a time
+ * gives +1); row 6: a result of 2^-127 (flushed). The rest stays random. */
+static void amx_specials(uint16_t a[16][32], uint16_t b[16][32], float c[16][16]) {
+    for (int k = 0; k < 32; k++) {
+        b[k / 2][k % 2] = amx_bf16_of(0x1p100f);       /* column 0 */
+        b[k / 2][2 + k % 2] = amx_bf16_of(k < 4 ? 0x1p-60f : 0); /* column 1 */
+        a[0][k] = (uint16_t)(0x0001 + k);              /* denormals */
+        a[1][k] = amx_bf16_of(0x1p-70f);
+        a[2][k] = k == 3 ? 0x7f80 : 0;                 /* +inf */
+        a[3][k] = k == 5 ? 0x7f80 : 0;                 /* inf * 0 in column 1 (column 0: inf) */
+        a[4][k] = k == 7 ? 0x7fc1 : 0;                 /* NaN */
+        a[5][k] = 0, a[6][k] = 0;
+    }
+    c[1][1] = 0;
+    /* row 5 against column 2: pairs (2^12, 1) . (2^12, 1) and (2^12, 1) . (-2^12, 1) */
+    a[5][0] = amx_bf16_of(0x1p12f), a[5][1] = amx_bf16_of(1), a[5][2] = amx_bf16_of(0x1p12f), a[5][3] = amx_bf16_of(1);
+    b[0][4] = amx_bf16_of(0x1p12f), b[0][5] = amx_bf16_of(1), b[1][4] = amx_bf16_of(-0x1p12f), b[1][5] = amx_bf16_of(1);
+    c[5][2] = 0;
+    c[6][0] = 0x1.8p-126f; /* + (-2^-126): row 6's products into column 0 */
+    a[6][0] = amx_bf16_of(-0x1p-126f), b[0][0] = amx_bf16_of(1);
+}
+
+static void check_amx_model(void) {
+    /* TDPBUSD */
+    int ok = 1;
+    for (int t = 0; t < 20; t++) ok &= amx_check_dpbusd(16, 16, 16, 0);
+    CHECK(ok, "AMX model: tdpbusd 16 x 64 bytes, random and extreme bytes (0/255 unsigned, -128/127 signed)");
+    ok = 1;
+    for (int t = 0; t < 20; t++) ok &= amx_check_dpbusd(1 + t % 16, 1 + (t * 7) % 16, 1 + (t * 5) % 16, 0);
+    CHECK(ok, "AMX model: tdpbusd on smaller tiles (rows, K and N of 1-16), the rest of C zero");
+    CHECK(amx_check_dpbusd(16, 16, 16, INT32_MAX - 500) && amx_check_dpbusd(16, 16, 16, INT32_MIN + 500),
+          "AMX model: tdpbusd wraps around modulo 2^32");
+    /* TDPBF16PS */
+    ok = 1;
+    for (int t = 0; t < 20; t++) ok &= amx_check_dpbf16ps(16, 16, 16, NULL);
+    for (int t = 0; t < 20; t++) ok &= amx_check_dpbf16ps(1 + t % 16, 1 + (t * 3) % 16, 1 + (t * 11) % 16, NULL);
+    CHECK(ok, "AMX model: tdpbf16ps equals the SDM's summation (full and smaller tiles)");
+    CHECK(amx_check_dpbf16ps(16, 16, 16, amx_specials), "AMX model: tdpbf16ps denormals (DAZ, FTZ), inf, NaN, order");
+    static dmt_amx_model m;
+    dmt_amx_config cfg = {0};
+    amx_cfg(&cfg, 0, 16, 64), amx_cfg(&cfg, 1, 16, 64), amx_cfg(&cfg, 2, 16, 64);
+    dmt_amx_ldtilecfg(&m, &cfg);
+    uint16_t a[16][32] = {{0}}, b[16][32] = {{0}};
+    float c[16][16] = {{0}}, got[16][16];
+    amx_specials(a, b, c);
+    dmt_amx_tileloadd(&m, 0, c, 64), dmt_amx_tileloadd(&m, 1, a, 64), dmt_amx_tileloadd(&m, 2, b, 64);
+    dmt_amx_tdpbf16ps(&m, 0, 1, 2);
+    dmt_amx_tilestored(&m, 0, got, 64);
+    CHECK(got[0][0] == 0 && got[1][1] == 0 && isinf(got[2][0]) && got[2][0] > 0 && isnan(got[3][1]) &&
+              isinf(got[3][0]) && isnan(got[4][0]) && got[5][2] == 2 && got[6][0] == 0 && !signbit(got[6][0]),
+          "AMX model: tdpbf16ps special values as the SDM defines them", "%g %g %g %g %g %g %g", got[0][0], got[1][1],
+          got[2][0], got[3][1], got[4][0], got[5][2], got[6][0]);
+    /* loads and stores of smaller tiles */
+    uint8_t mem[40 * 16], out[64 * 20];
+    for (size_t i = 0; i < sizeof mem; i++) mem[i] = (uint8_t)(i * 7 + 3);
+    memset(&cfg, 0, sizeof cfg);
+    amx_cfg(&cfg, 4, 3, 10), amx_cfg(&cfg, 6, 16, 64);
+    dmt_amx_ldtilecfg(&m, &cfg);
+    memset(m.tile[4], 0xee, sizeof m.tile[4]); /* what the load must zero */
+    dmt_amx_tileloadd(&m, 4, mem, 40);
+    ok = amx_zero_outside(&m, 4, 3, 10);
+    for (int r = 0; r < 3; r++) ok &= !memcmp(m.tile[4][r], mem + 40 * r, 10);
+    memset(out, 0xaa, sizeof out);
+    dmt_amx_tilestored(&m, 4, out, 64);
+    for (int i = 0; i < (int)sizeof out; i++) ok &= out[i] == (i / 64 < 3 && i % 64 < 10 ? mem[i / 64 * 40 + i % 64] : 0xaa);
+    CHECK(ok, "AMX model: a 3 x 10-byte tile loads its bytes, zeroes the rest, stores only its own");
+    dmt_amx_tileloadd(&m, 6, mem, 0);
+    ok = 1;
+    for (int r = 0; r < 16; r++) ok &= !memcmp(m.tile[6][r], mem, 64);
+    dmt_amx_tilezero(&m, 6);
+    CHECK(ok && amx_zero_outside(&m, 6, 0, 0), "AMX model: stride 0 repeats a row; tilezero clears the tile");
+    dmt_amx_ldtilecfg(&m, &cfg);
+    int zero = amx_zero_outside(&m, 4, 0, 0);
+    dmt_amx_tilerelease(&m);
+    CHECK(zero && !m.configured, "AMX model: ldtilecfg zeroes the tiles; tilerelease returns to the init state");
+}
+
+static long amx_bf16_same, amx_bf16_all; /* outputs equal to avx512bf16's, of all compared */
+
+/* The level for isa: native, else emulated; NULL when neither. */
+static const dmt_kernels *amx_level(dmt_isa isa) {
+    const dmt_kernels *k = dmt_kernels_for(isa);
+    return k ? k : dmt_kernels_emulated(isa);
+}
+
+/* amx against avx512vnni (int8: every output bit) and avx512bf16 and F32 (BF16:
+ * within F32 rounding of the same rounded operands, within bfloat16 rounding of
+ * F32) on one shape; y has one padding column that must stay PAD. Returns 0 with
+ * the first difference in why. */
+static int amx_compare(const dmt_kernels *amx, const dmt_kernels *ref, const dmt_kernels *f32, dmt_weight_layout layout,
+                       int n, int in, int out, int threads, char *why, size_t len) {
+    int ldy = out + 1, bf16 = layout == DMT_LAYOUT_PACKED_BF16, ok = 1;
+    float *x = malloc((size_t)n * in * 4), *w = malloc((size_t)out * in * 4), *b = malloc((size_t)out * 4);
+    float *ya = malloc((size_t)n * ldy * 4), *yr = malloc((size_t)n * ldy * 4), *yf = malloc((size_t)n * ldy * 4);
+    for (size_t i = 0; i < (size_t)n * in; i++) x[i] = operand(i / in, i % in);
+    for (size_t i = 0; i < (size_t)out * in; i++) w[i] = operand(i / in, i % in);
+    for (int i = 0; i < out; i++) b[i] = (out & 1) ? 0 : uniform(-1, 1);
+    void *ma, *mr, *mf;
+    dmt_linear la = pack(amx, layout, w, b, out, in, &ma), lr = pack(ref, layout, w, b, out, in, &mr);
+    dmt_linear lf = pack(f32, DMT_LAYOUT_PACKED_F32, w, b, out, in, &mf);
+    for (size_t i = 0; i < (size_t)n * ldy; i++) ya[i] = yr[i] = yf[i] = PAD;
+    dmt_gemm_packed(ya, ldy, x, in, n, &la, threads);
+    dmt_gemm_packed(yr, ldy, x, in, n, &lr, 1);
+    if (!bf16) {
+        ok = !memcmp(ya, yr, (size_t)n * ldy * 4);
+        for (size_t i = 0; !ok && i < (size_t)n * ldy; i++)
+            if (amx_bits(ya[i]) != amx_bits(yr[i])) {
+                snprintf(why, len, "n=%d in=%d out=%d threads=%d: y[%zu][%zu] %.9g, %s %.9g", n, in, out, threads,
+                         i / ldy, i % ldy, ya[i], ref->name, yr[i]);
+                break;
+            }
+    } else {
+        dmt_gemm_packed(yf, ldy, x, in, n, &lf, 1);
+        for (int i = 0; ok && i < n; i++)
+            for (int o = 0; ok && o <= out; o++) {
+                size_t at = (size_t)i * ldy + o;
+                if (o == out) { ok = ya[at] == PAD; continue; }
+                /* sums of in + 1 terms in F32: each result is within (in + 1) 2^-24 of
+                 * the sum of magnitudes of the exact one; bfloat16 operands (8
+                 * significant bits, each within 2^-8): each product within 2^-7 + 2^-16 */
+                double mag = fabs(b[o]), magr = fabs(b[o]);
+                for (int kk = 0; kk < in; kk++) {
+                    mag += fabs((double)x[(size_t)i * in + kk] * w[(size_t)o * in + kk]);
+                    magr += fabs((double)bf16_round(x[(size_t)i * in + kk]) * bf16_round(w[(size_t)o * in + kk]));
+                }
+                double eps = (in + 1) * 0x1p-24;
+                ok = fabs(ya[at] - yr[at]) <= 2 * eps * magr && fabs(ya[at] - yf[at]) <= (0x1p-7 + 0x1p-16 + 2 * eps) * mag;
+                amx_bf16_same += ya[at] == yr[at], amx_bf16_all++;
+                if (!ok)
+                    snprintf(why, len, "n=%d in=%d out=%d: y[%d][%d] %.9g, %s %.9g, F32 %.9g (magnitude %.3g)", n, in,
+                             out, i, o, ya[at], ref->name, yr[at], yf[at], mag);
+            }
+    }
+    free(x), free(w), free(b), free(ya), free(yr), free(yf), free(ma), free(mr), free(mf);
+    return ok;
+}
+
+static void check_amx_levels(void) {
+    const dmt_kernels *amx = amx_level(DMT_ISA_AMX), *vnni = amx_level(DMT_ISA_AVX512VNNI);
+    const dmt_kernels *bf = amx_level(DMT_ISA_AVX512BF16);
+    if (!amx || !vnni || !bf) {
+        SKIP("amx against avx512vnni / avx512bf16: a level is neither native nor emulated here");
+        return;
+    }
+    static const int rows[] = {1, 2, 15, 16, 17, 31, 128}, ins[] = {4, 60, 64, 65, 256, 1000},
+                     outs[] = {1, 16, 17, 100, 1024};
+    char what[200], why[200];
+    for (int hostile = 0; hostile < 2; hostile++)
+        for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+            int ok = 1;
+            why[0] = 0;
+            extreme_operands = hostile;
+            for (size_t i = 0; ok && i < sizeof ins / sizeof *ins; i++)
+                for (size_t o = 0; ok && o < sizeof outs / sizeof *outs; o++)
+                    ok = amx_compare(amx, vnni, bf, DMT_LAYOUT_PACKED_I8, rows[r], ins[i], outs[o],
+                                     1 + (int)((i + o) & 1), why, sizeof why);
+            extreme_operands = 0;
+            snprintf(what, sizeof what, "%s int8 = %s int8 bit for bit, %d rows, in 4-1000, out 1-1024%s", amx->name,
+                     vnni->name, rows[r], hostile ? ", operands +-1" : "");
+            CHECK(ok, what, "%s", why);
+        }
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        int ok = 1;
+        why[0] = 0;
+        for (size_t i = 0; ok && i < sizeof ins / sizeof *ins; i++)
+            for (size_t o = 0; ok && o < sizeof outs / sizeof *outs; o++)
+                if (rows[r] * ins[i] * outs[o] <= 128 * 256 * 1024) /* the model's tdpbf16ps is slow */
+                    ok = amx_compare(amx, bf, bf, DMT_LAYOUT_PACKED_BF16, rows[r], ins[i], outs[o],
+                                     1 + (int)((i + o) & 1), why, sizeof why);
+        snprintf(what, sizeof what,
+                 "%s bf16 within F32 rounding of %s bf16 and bf16 rounding of F32, %d rows, in 4-1000, out 1-1024",
+                 amx->name, bf->name, rows[r]);
+        CHECK(ok, what, "%s", why);
+    }
+    printf("# amx bf16: %ld of %ld outputs equal to %s's\n", amx_bf16_same, amx_bf16_all, bf->name);
+}
+
 int main(void) {
     int levels = 0;
     for (int isa = 0; isa < DMT_ISA_COUNT; isa++) {
@@ -190,7 +493,9 @@ int main(void) {
             SKIP(why);
             continue;
         }
-        printf("# level %s%s\n", k->name, k->emulated ? " (emulated on SIMDe: this CPU lacks it)" : "");
+        printf("# level %s%s\n", k->name,
+               !k->emulated ? "" : isa == DMT_ISA_AMX ? " (emulated on the software tile model and SIMDe: this CPU lacks it)"
+                                                      : " (emulated on SIMDe: this CPU lacks it)");
         levels++;
         CHECK(k->isa == (dmt_isa)isa && !strcmp(k->name, dmt_isa_name((dmt_isa)isa)), "level table names itself");
         if (k->panel_f32) check_level(k, DMT_LAYOUT_PACKED_F32);
@@ -215,6 +520,8 @@ int main(void) {
         free(x), free(w), free(y), free(yg), free(m1), free(m2);
     }
     CHECK(levels >= 1, "at least the generic level runs");
+    check_amx_model();
+    check_amx_levels();
 
     /* sizes: AVX-512 F32 panels hold in x 32 floats, BF16 pairs x 32 x 2 halves */
     const dmt_kernels *k512 = &dmt_kernels_avx512bf16, *k2 = &dmt_kernels_avx2;

@@ -14,7 +14,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 level() { "$@" "$BIN" --version 2>/dev/null | sed -n 's/^kernels: \([a-z0-9]*\);.*/\1/p'; }
 best=$(level env -u DEEPMT_ISA)
-case "$best" in generic|avx2|avxvnni|avx512|avx512vnni|avx512bf16) r=0 ;; *) r=1 ;; esac
+case "$best" in generic|avx2|avxvnni|avx512|avx512vnni|avx512bf16|amx) r=0 ;; *) r=1 ;; esac
 ok $r "--version names the CPU's best level ($best)" "got '$best'"
 got=$(level env DEEPMT_ISA=generic)
 [ "$got" = generic ]; ok $? "DEEPMT_ISA=generic: --version says generic" "got '$got'"
@@ -30,7 +30,7 @@ rc=$?
 [ $rc != 0 ] && grep -q 'unknown level' "$tmp/out"; ok $? "translate refuses it too" "exit $rc: $(cat "$tmp/out")"
 
 # the first level above the best is one this CPU lacks
-above=$(echo "generic avx2 avxvnni avx512 avx512vnni avx512bf16" | tr ' ' '\n' | sed -n "/^$best\$/{n;p;}")
+above=$(echo "generic avx2 avxvnni avx512 avx512vnni avx512bf16 amx" | tr ' ' '\n' | sed -n "/^$best\$/{n;p;}")
 if [ -n "$above" ]; then
     env DEEPMT_ISA="$above" "$BIN" --version >"$tmp/out" 2>&1; rc=$?
     [ $rc != 0 ] && grep -q "DEEPMT_ISA=$above: this CPU cannot run it (its best level is $best)" "$tmp/out"

@@ -40,7 +40,7 @@ ok "$([ $rc1 = 0 ] && [ $rc2 = 0 ] && [ "$(wc -l <"$tmp/from_file")" = 3 ] && ec
 cmp -s "$tmp/on_the_fly" "$tmp/from_file"; ok $? "the quantised file translates as --precision int8 does" \
     "$(paste "$tmp/on_the_fly" "$tmp/from_file")"
 best=$("$BIN" --version | sed -n 's/^kernels: \([a-z0-9]*\);.*/\1/p')
-for isa in generic avx2 avxvnni avx512 avx512vnni avx512bf16; do
+for isa in generic avx2 avxvnni avx512 avx512vnni avx512bf16 amx; do
     DEEPMT_ISA=$isa "$BIN" translate -m "$q" -t de -q -i "$tmp/in" -o "$tmp/$isa" 2>"$tmp/err"; rc=$?
     if grep -q 'cannot run it' "$tmp/err"; then
         echo "ok $((n = n + 1)) - # SKIP DEEPMT_ISA=$isa: this CPU cannot run it"

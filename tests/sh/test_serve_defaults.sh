@@ -59,7 +59,7 @@ ready_line --precision bf16
 if grep -q 'lacks' "$log"; then
     grep -q 'bf16 precision needs a CPU with AVX-512 BF16' "$log"; ok $? "--precision bf16 on a CPU without it: clear error"
 else
-    grep -q '(avx512bf16 BF16 products); ready' "$log"; ok $? "--precision bf16 serves with bf16 products" "$(head -c 400 "$log")"
+    grep -q '(\(avx512bf16\|amx\) BF16 products); ready' "$log"; ok $? "--precision bf16 serves with bf16 products" "$(head -c 400 "$log")"
 fi
 # one option vocabulary: -m DIR as in deepmt translate
 "$BIN" serve -m "$MODEL" --port 0 >"$log" 2>&1 &
