@@ -81,9 +81,16 @@ def model_config(args, sp):
                           source={"recipe": "tools/train.py", "data": "multi30k task1 train, 12 directions"})
 
 
-def lr_at(step, args):
+def lr_at(step, args, rewarm_from=None):
+    """Linear warm-up, then inverse square root. rewarm_from: the step a fresh optimizer
+    started at (--init-from): the rate climbs again from 0 over --rewarm steps, since
+    Adam's first updates are about lr in size for every weight at once, whatever the
+    gradient, and at the schedule's full rate they undo part of what the weights learnt."""
     step = max(step, 1)
-    return args.lr * min(step / args.warmup, math.sqrt(args.warmup / step))
+    lr = args.lr * min(step / args.warmup, math.sqrt(args.warmup / step))
+    if rewarm_from is not None and args.rewarm > 0:
+        lr *= min(1.0, (step - rewarm_from) / args.rewarm)
+    return lr
 
 
 def load_state(path):
@@ -383,7 +390,7 @@ def cmd_train(args):
     best_path = os.path.join(args.run, "best.pt")
     curve = os.path.join(args.run, "curve.csv")
 
-    state = init = None
+    state = init = rewarm_from = None
     init_step = 0
     if args.init_from:
         # Continue from a shipped model directory (a new machine has no runs/ folder):
@@ -454,6 +461,7 @@ def cmd_train(args):
         # a run continued on a new machine keeps counting its CPU hours and tokens
         cpu0, tokens_seen = float(src.get("cpu_hours", 0)) * 3600, int(src.get("target_tokens", 0))
         step, epoch, bidx, train_time, best = init_step, 0, 0, hours * 3600, -1.0
+        rewarm_from = init_step
         torch.manual_seed(args.seed + step)
     if state:
         model.load_state_dict(state["model"])
@@ -463,6 +471,7 @@ def cmd_train(args):
         batcher.rng.bit_generator.state = state["epoch_rng"]
         train_time, cpu0, best = state["train_time"], state["cpu_time"], state["best_bleu"]
         tokens_seen = state["tokens"]
+        rewarm_from = state.get("rewarm_from")
     elif init is None:
         step, epoch, bidx, train_time, cpu0, best, tokens_seen = 0, 0, 0, 0.0, 0.0, -1.0, 0
     if not state and not os.path.exists(curve):
@@ -501,7 +510,7 @@ def cmd_train(args):
                      "step": step, "epoch": epoch, "batch_index": bidx, "epoch_rng": epoch_rng,
                      "torch_rng": torch.get_rng_state(), "train_time": elapsed(),
                      "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen, "amp": amp,
-                     "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
+                     "rewarm_from": rewarm_from, "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
 
     def run_validation(last_loss, last_nll):
         nonlocal best, val_cost
@@ -557,7 +566,7 @@ def cmd_train(args):
         src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
         bidx += 1
         step += 1
-        lr = lr_at(step, args)
+        lr = lr_at(step, args, rewarm_from)
         loss, nll = train_step(model, opt, lr, (src, prev, scored, targets), n_tgt, ntok, args, dev, amp)
         tokens_seen += ntok
         win_loss, win_nll, win_tok = win_loss + loss.detach(), win_nll + nll.detach(), win_tok + ntok
@@ -737,6 +746,8 @@ def main(argv=None):
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
     p.add_argument("--warmup", type=int, default=1000, help="linear warmup steps, then inverse sqrt")
+    p.add_argument("--rewarm", type=int, default=200,
+                   help="with --init-from (a fresh optimizer): the rate climbs from 0 over this many steps")
     p.add_argument("--clip-norm", type=float, default=1.0)
     p.add_argument("--max-tokens", type=int, default=12000, help="padded target tokens per batch")
     p.add_argument("--max-len", type=int, default=128, help="pieces per sentence (longer are cut)")

@@ -10,6 +10,7 @@ The end-to-end part needs Multi30k (DEEPMT_SHARED, default ../shared) and skips
 with a message without it.
 """
 
+import argparse
 import json
 import os
 import shutil
@@ -365,6 +366,15 @@ def test_end_to_end():
                and c.get("tokens", 0) > a["tokens"] and c.get("cpu_time", 0) >= src["cpu_hours"] * 3600,
                "the export carries step, CPU hours and target tokens, and a run continued from it keeps counting",
                detail=f"{src} {c.get('tokens')} {c.get('cpu_time')} {more.stderr[-800:]}")
+        tap.ok(c.get("rewarm_from") == 6,
+               "a run continued from an export records where its fresh optimizer started (the re-warm-up)",
+               detail=f"rewarm_from {c.get('rewarm_from')}")
+        ns = argparse.Namespace(lr=1e-3, warmup=4, rewarm=200)
+        full = train.lr_at(7, ns)
+        tap.ok(train.lr_at(7, ns, 6) < full / 100 and abs(train.lr_at(106, ns, 6) - train.lr_at(106, ns) / 2) < 1e-12
+               and train.lr_at(206, ns, 6) == train.lr_at(206, ns),
+               "--init-from: the rate climbs from 0 to the schedule's over --rewarm steps",
+               detail=f"{train.lr_at(7, ns, 6)} {full} {train.lr_at(106, ns, 6)}")
         binary = os.path.join(REPO, "build", "deepmt")
         if os.access(binary, os.X_OK):
             r = subprocess.run([binary, "translate", "-m", out, "-t", "de", "-q"], input="A dog runs.\n",
