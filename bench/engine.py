@@ -24,7 +24,7 @@ import subprocess
 
 from common import PYTHON, last_json, log, median, mib, run, table
 
-SUMMARY = re.compile(r"(\d+) lines in [\d.]+ s: ([\d.]+) sentences/s, ([\d.]+) target tokens/s")
+SUMMARY = re.compile(r"(\d+) (?:lines|sentences) in [\d.]+ s: ([\d.]+) sentences/s, ([\d.]+) target tokens/s")
 
 
 def prepare_input(shared, out, n_b1, n_full=None):
@@ -43,8 +43,7 @@ def run_deepmt(build, model, inp, out, threads, batch, workers=None, precision=N
            "--batch-size", batch, "--threads", threads, "--batching", "whole", "-i", inp, "-o", out]
     if workers:
         cmd += ["--workers", workers]
-    if precision:
-        cmd += ["--precision", precision]
+    cmd += ["--precision", precision or "f32"]  # the baseline is F32, whatever the model vouches for
     r = run(cmd, env={"DEEPMT_ISA": isa} if isa else None)
     m = SUMMARY.search(r["err"])
     if not m:
