@@ -82,9 +82,9 @@ void dmt_options_threads(int threads, int workers, int *workers_out, int *blas_t
      "to its end before the next one starts [continuous]",                                                         \
      0, NULL}
 #define DMT_OPTION_PRECISION(off)                                                                                  \
-    {"precision", 0, DMT_OPT_CHOICE, (off), 0, 0, 0, "f32|bf16|int8",                                              \
-     "matrix-product arithmetic: bf16 (needs AVX-512 BF16) and int8 are faster, translations differ slightly "    \
-     "[f32]",                                                                                                      \
+    {"precision", 0, DMT_OPT_CHOICE, (off), 0, 0, 0, "f32|bf16|int8|auto",                                         \
+     "matrix-product arithmetic: bf16 (needs AVX-512 BF16) and int8 are faster, translations differ slightly; "   \
+     "auto: the fastest one the model's config.json vouches for by a measured BLEU change, else f32 [auto]",      \
      0, NULL}
 #define DMT_OPTION_MAX_BATCH_SENTENCES(off)                                                                        \
     {"max-batch-sentences", 0, DMT_OPT_INT, (off), 0, 1, 4096, "N",                                                \

@@ -70,6 +70,10 @@ int cmd_inspect(int argc, char **argv) {
            m->layout == DMT_LAYOUT_ROWS ? "row-major for OpenBLAS" : "packed for the kernels' panels");
     printf("kernels:          %s (%s products)\n", m->kernels->name,
            dmt_gemm_describe(m->kernels, m->layout, products, sizeof products));
+    /* loaded as F32, so INT8 here means the file's weights are int8 */
+    char why[192];
+    dmt_precision p = dmt_precision_choose(c, m->kernels, m->precision == DMT_PRECISION_INT8, why, sizeof why);
+    printf("precision auto:   %s (%s)\n", dmt_precision_name(p), why);
     printf("tokenizer:        %s\n", tok ? "sentencepiece.model ok" : err);
     dmt_tokenizer_free(tok);
     dmt_model_free(m);

@@ -32,6 +32,7 @@
 #include "cli/commands.h"
 #include "model/beam.h"
 #include "model/forward.h"
+#include "model/gemm.h"
 #include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/translate.h"
@@ -138,8 +139,10 @@ static void progress(job *J, int final) {
     J->last_print = t;
     double sps = dt > 0 ? J->done_lines / dt : 0;
     if (final) {
-        fprintf(stderr, "%s%d sentences in %.1f s: %.1f sentences/s, %.1f target tokens/s\n", J->tty ? "\r\033[K" : "",
-                J->done_lines, dt, sps, dt > 0 ? J->done_tokens / dt : 0);
+        char products[64];
+        fprintf(stderr, "%s%d sentences in %.1f s: %.1f sentences/s, %.1f target tokens/s (%s products: %s)\n",
+                J->tty ? "\r\033[K" : "", J->done_lines, dt, sps, dt > 0 ? J->done_tokens / dt : 0,
+                dmt_gemm_describe(J->m->kernels, J->m->layout, products, sizeof products), J->m->precision_reason);
     } else {
         fprintf(stderr, "%s%d/%d sentences, %.1f sentences/s%s", J->tty ? "\r\033[K" : "", J->done_lines,
                 J->total_lines, sps, J->tty ? "" : "\n");
@@ -417,7 +420,7 @@ static void print_options(FILE *f) { dmt_options_usage(f, options, N_OPTIONS); }
 /* 0, 1 for --help, -1 for a usage error (message printed), -2 for an unknown
  * option or a bad value (message printed; no usage after it). */
 static int parse_args(int argc, char **argv, args *a) {
-    *a = (args){.nbest = 1, .batch_size = 32, .batching = 1};
+    *a = (args){.nbest = 1, .batch_size = 32, .batching = 1, .precision = DMT_PRECISION_AUTO};
     snprintf(a->model, sizeof a->model, "%s", DMT_DEFAULT_MODEL);
     int given[N_OPTIONS];
     memset(given, 0, sizeof given);

@@ -150,6 +150,65 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
     return 0;
 }
 
+/* "precision_checks": {"int8": {"mean_bleu_change": -0.01, "worst_bleu_change": -0.27,
+ * "directions": 12, "test_set": "..."}, "bf16": {...}}; optional, every field checked. */
+static int parse_precision_check(json_t *e, const char *name, dmt_precision_check *out, char *err, size_t errlen) {
+    if (!json_is_object(e)) {
+        snprintf(err, errlen, "config.json: precision_checks.%s must be an object", name);
+        return -1;
+    }
+    static const char *const keys[] = {"mean_bleu_change", "worst_bleu_change"};
+    float *vals[] = {&out->mean_bleu_change, &out->worst_bleu_change};
+    for (int i = 0; i < 2; i++) {
+        json_t *v = json_object_get(e, keys[i]);
+        if (!json_is_number(v) || !isfinite(json_number_value(v)) || fabs(json_number_value(v)) > 100) {
+            snprintf(err, errlen, "config.json: precision_checks.%s.%s must be a number of BLEU points in -100..100",
+                     name, keys[i]);
+            return -1;
+        }
+        *vals[i] = (float)json_number_value(v);
+    }
+    if (out->worst_bleu_change > out->mean_bleu_change) {
+        snprintf(err, errlen, "config.json: precision_checks.%s: worst_bleu_change %g is above mean_bleu_change %g",
+                 name, out->worst_bleu_change, out->mean_bleu_change);
+        return -1;
+    }
+    json_t *d = json_object_get(e, "directions");
+    if (!json_is_integer(d) || json_integer_value(d) < 1 || json_integer_value(d) > 100000) {
+        snprintf(err, errlen, "config.json: precision_checks.%s.directions must be an integer from 1", name);
+        return -1;
+    }
+    out->directions = (int)json_integer_value(d);
+    json_t *t = json_object_get(e, "test_set");
+    if (t && !json_is_string(t)) {
+        snprintf(err, errlen, "config.json: precision_checks.%s.test_set must be a string", name);
+        return -1;
+    }
+    snprintf(out->test_set, sizeof out->test_set, "%s", t ? json_string_value(t) : "");
+    out->present = true;
+    return 0;
+}
+
+static int parse_precision_checks(json_t *root, dmt_config *c, char *err, size_t errlen) {
+    json_t *checks = json_object_get(root, "precision_checks");
+    if (!checks) return 0;
+    if (!json_is_object(checks)) {
+        snprintf(err, errlen, "config.json: \"precision_checks\" must be an object");
+        return -1;
+    }
+    const char *name;
+    json_t *e;
+    json_object_foreach(checks, name, e) {
+        dmt_precision_check *out = !strcmp(name, "int8") ? &c->check_int8 : !strcmp(name, "bf16") ? &c->check_bf16 : NULL;
+        if (!out) {
+            snprintf(err, errlen, "config.json: precision_checks: unknown precision \"%.32s\" (int8 or bf16)", name);
+            return -1;
+        }
+        if (parse_precision_check(e, name, out, err, errlen)) return -1;
+    }
+    return 0;
+}
+
 static int check_id(const char *key, int id, const dmt_config *c, char *err, size_t errlen) {
     if (id >= c->vocab_size) {
         snprintf(err, errlen, "config.json: \"%s\" = %d is not below vocab_size %d", key, id, c->vocab_size);
@@ -222,7 +281,9 @@ static int parse_root(json_t *root, dmt_config *c, char *err, size_t errlen) {
         check_id("eos_id", c->eos_id, c, err, errlen) || check_id("unk_id", c->unk_id, c, err, errlen) ||
         check_id("decoder_start_id", c->decoder_start_id, c, err, errlen))
         return -1;
-    if (parse_languages(root, c, err, errlen) || parse_decoding(root, c, err, errlen)) return -1;
+    if (parse_languages(root, c, err, errlen) || parse_decoding(root, c, err, errlen) ||
+        parse_precision_checks(root, c, err, errlen))
+        return -1;
     return 0;
 }
 

@@ -39,6 +39,17 @@ typedef struct {
                                * -1 (absent): the last */
 } dmt_decoding_defaults;
 
+/* A measured quality change of a faster precision against F32 (config.json
+ * "precision_checks", written by tools/check_precision.py): what lets
+ * `--precision auto` choose it (model.h dmt_precision_choose). */
+typedef struct {
+    bool present;
+    float mean_bleu_change;  /* mean over the directions of (BLEU at that precision - BLEU in F32) */
+    float worst_bleu_change; /* the lowest direction's change */
+    int directions;          /* how many directions were measured */
+    char test_set[96];       /* where ("multi30k test_2016_flickr, 1000 lines a direction") */
+} dmt_precision_check;
+
 typedef struct {
     int encoder_layers, decoder_layers; /* N, M */
     int d_model, heads, ffn_dim, vocab_size;
@@ -57,6 +68,7 @@ typedef struct {
     int n_languages;
     dmt_language languages[DMT_MAX_LANGUAGES];
     dmt_decoding_defaults decoding;
+    dmt_precision_check check_bf16, check_int8; /* "precision_checks": {"bf16": ..., "int8": ...} */
 } dmt_config;
 
 /* Parses config.json at `path` into *cfg. 0 on success, -1 with a message in err.

@@ -541,9 +541,19 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     if (!(m->kernels = dmt_kernels_select(err, errlen))) goto fail_guarded;
     /* a quantised file runs int8 products unless bf16 is asked for (its weights are
      * int8 anyway: F32 products would only cost time) */
+    int file_int8 = 0;
+    for (int i = 0; i < dmt_st_count(m->file) && !file_int8; i++)
+        file_int8 = dmt_st_tensor_at(m->file, i)->dtype == DMT_DTYPE_I8;
     dmt_precision precision = opts.precision;
-    for (int i = 0; i < dmt_st_count(m->file) && precision == DMT_PRECISION_F32; i++)
-        if (dmt_st_tensor_at(m->file, i)->dtype == DMT_DTYPE_I8) precision = DMT_PRECISION_INT8;
+    if (precision == DMT_PRECISION_AUTO)
+        precision = dmt_precision_choose(&m->cfg, m->kernels, file_int8, m->precision_reason,
+                                         sizeof m->precision_reason);
+    else if (precision == DMT_PRECISION_F32 && file_int8) {
+        precision = DMT_PRECISION_INT8;
+        snprintf(m->precision_reason, sizeof m->precision_reason, "the file's weights are int8");
+    } else
+        snprintf(m->precision_reason, sizeof m->precision_reason, "asked for");
+    m->precision = precision;
     int layout = dmt_gemm_layout(m->kernels, precision);
     if (layout < 0) {
         snprintf(err, errlen, "bf16 precision needs a CPU with AVX-512 BF16, which this one lacks (use f32 or int8)");
@@ -584,6 +594,50 @@ fail_guarded:
 fail:
     dmt_model_free(m);
     return NULL;
+}
+
+const char *dmt_precision_name(dmt_precision p) {
+    return p == DMT_PRECISION_BF16 ? "bf16" : p == DMT_PRECISION_INT8 ? "int8" : p == DMT_PRECISION_AUTO ? "auto" : "f32";
+}
+
+static int check_passes(const dmt_precision_check *c) {
+    return c->present && c->mean_bleu_change >= -DMT_PRECISION_MEAN_DROP_LIMIT &&
+           c->worst_bleu_change >= -DMT_PRECISION_WORST_DROP_LIMIT;
+}
+
+static void describe_check(char *why, size_t len, const char *name, const dmt_precision_check *c) {
+    snprintf(why, len, "config.json vouches for %s: BLEU %+.2f on average, %+.2f at worst, over %d direction%s%s%s",
+             name, c->mean_bleu_change, c->worst_bleu_change, c->directions, c->directions == 1 ? "" : "s",
+             c->test_set[0] ? " of " : "", c->test_set);
+}
+
+dmt_precision dmt_precision_choose(const dmt_config *cfg, const dmt_kernels *k, int file_int8, char *why,
+                                   size_t whylen) {
+    char scratch[8];
+    if (!why) why = scratch, whylen = sizeof scratch;
+    if (file_int8) {
+        snprintf(why, whylen, "the file's weights are int8");
+        return DMT_PRECISION_INT8;
+    }
+    /* int8 is the fastest where products are vectorised (2-4x F32 at avx512vnni, 1.3-1.6x
+     * at avx2: docs/benchmarks.md); the generic level's SSSE3 int8 is slower than sgemm */
+    if (check_passes(&cfg->check_int8) && k->isa >= DMT_ISA_AVX2) {
+        describe_check(why, whylen, "int8", &cfg->check_int8);
+        return DMT_PRECISION_INT8;
+    }
+    if (check_passes(&cfg->check_bf16) && dmt_gemm_layout(k, DMT_PRECISION_BF16) >= 0) {
+        describe_check(why, whylen, "bf16", &cfg->check_bf16);
+        return DMT_PRECISION_BF16;
+    }
+    if (cfg->check_int8.present && !check_passes(&cfg->check_int8))
+        snprintf(why, whylen, "config.json's int8 check (BLEU %+.2f on average, %+.2f at worst) misses the bar "
+                 "(-%.1f, -%.1f)", cfg->check_int8.mean_bleu_change, cfg->check_int8.worst_bleu_change,
+                 DMT_PRECISION_MEAN_DROP_LIMIT, DMT_PRECISION_WORST_DROP_LIMIT);
+    else if (cfg->check_int8.present || cfg->check_bf16.present)
+        snprintf(why, whylen, "the precision config.json vouches for is not fast on this CPU (%s)", k->name);
+    else
+        snprintf(why, whylen, "config.json vouches for no faster precision (tools/check_precision.py measures one)");
+    return DMT_PRECISION_F32;
 }
 
 void dmt_model_free(dmt_model *m) {

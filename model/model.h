@@ -23,8 +23,15 @@ typedef enum {
     DMT_LAYOUT_PACKED_I8,    /* panels of output columns, int8 quads + per-column scales */
 } dmt_weight_layout;
 
-/* The arithmetic of the matrix products: F32 (default), BF16 or INT8 (opt-in, faster). */
-typedef enum { DMT_PRECISION_F32 = 0, DMT_PRECISION_BF16, DMT_PRECISION_INT8 } dmt_precision;
+/* The arithmetic of the matrix products: F32 (the library's default), BF16 or INT8
+ * (faster, translations differ slightly), or AUTO: the fastest one the model
+ * directory vouches for (dmt_precision_choose), what `serve` and `translate` run. */
+typedef enum { DMT_PRECISION_F32 = 0, DMT_PRECISION_BF16, DMT_PRECISION_INT8, DMT_PRECISION_AUTO } dmt_precision;
+
+/* The quality bar a precision_checks entry of config.json must pass for AUTO to take
+ * that precision: BLEU within 0.3 of F32 on average, no direction worse by 0.8. */
+#define DMT_PRECISION_MEAN_DROP_LIMIT 0.3f
+#define DMT_PRECISION_WORST_DROP_LIMIT 0.8f
 
 typedef struct {
     const float *weight; /* [out][in] when layout == DMT_LAYOUT_ROWS, else NULL */
@@ -70,6 +77,8 @@ typedef struct dmt_model {
     dmt_stack_weights encoder, decoder;
     dmt_linear output_projection;        /* [vocab, d]: decoder.output_projection or tied, no bias */
     dmt_weight_layout layout;            /* of every linear layer */
+    dmt_precision precision;             /* the products' arithmetic (never AUTO after a load) */
+    char precision_reason[192];          /* why that one ("config.json vouches: ..."), for ready lines */
     const struct dmt_kernels *kernels;   /* the kernel level it runs (model/kernels/kernels.h) */
     struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
     /* load bookkeeping */
@@ -86,8 +95,19 @@ typedef struct dmt_model {
 typedef struct {
     int ids_only; /* 1: no sentencepiece.model needed (token-id use: tests, scoring) */
     dmt_precision precision; /* of the matrix products; BF16 needs AVX-512 BF16; a file
-                                with int8 weights runs INT8 unless BF16 is asked for */
+                                with int8 weights runs INT8 unless BF16 is asked for;
+                                AUTO: dmt_precision_choose */
 } dmt_load_options;
+
+/* "f32", "bf16", "int8" ("auto" for AUTO). */
+const char *dmt_precision_name(dmt_precision p);
+
+/* What AUTO runs on kernel level k: a file with int8 weights (file_int8) runs INT8;
+ * else INT8 where config.json's int8 check passes the quality bar and the level has
+ * fast int8 products (avx2 and above), else BF16 where its check passes and the
+ * level has BF16 products, else F32. why (may be NULL) says which and why. */
+dmt_precision dmt_precision_choose(const dmt_config *cfg, const struct dmt_kernels *k, int file_int8, char *why,
+                                   size_t whylen);
 
 /* Loads MODEL_DIR/{config.json, model.safetensors, sentencepiece.model}, validating
  * every tensor against the config. NULL with a message naming the file/tensor. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/options.h"
+#include "model/model.h"
 
 static int set_api_keys(void *target, const char *value, int from_env, char *err, size_t errlen);
 static int add_model(void *target, const char *value, int from_env, char *err, size_t errlen);
@@ -87,6 +88,7 @@ void dmt_server_config_default(dmt_server_config *c) {
     c->max_wait_ms = 5;
     c->max_request_cost = 1000000;
     c->batching = 1;
+    c->precision = DMT_PRECISION_AUTO;
     c->max_body_bytes = 1 << 20;
     c->max_file_memory = (size_t)256 << 20;
     c->max_chars = 20000;

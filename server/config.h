@@ -18,7 +18,7 @@ typedef struct {
     int threads;             /* --threads: CPU threads in all; 0 = the cores */
     int workers;             /* --workers: model workers, each with its own state; 0 = min(threads, 4) */
     int blas_threads;        /* per worker: threads / workers (resolved by dmt_server_config_from_args) */
-    int precision;           /* --precision: 0 f32, 1 bf16 (a dmt_precision) */
+    int precision;           /* --precision: a dmt_precision; AUTO by default */
     int http_threads;        /* --http-threads: libmicrohttpd thread pool */
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
     int max_batch_tokens;    /* --max-batch-tokens: padded source tokens in one batch */

@@ -93,10 +93,10 @@ static void log_models(const dmt_server_config *cfg, dmt_registry *reg, const ch
     size_t o = 0;
     for (int i = 0; i < set->n && o < sizeof line; i++) {
         const dmt_served *m = set->models[i];
-        o += (size_t)snprintf(line + o, sizeof line - o, "%s%s (%s, %d languages, %s products, loaded in %.2f s)",
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s%s (%s, %d languages, %s products: %s, loaded in %.2f s)",
                               i ? "; " : "", m->spec.name, m->spec.dir, m->cfg.n_languages,
                               dmt_gemm_describe(m->model->kernels, m->model->layout, products, sizeof products),
-                              m->load_seconds);
+                              m->model->precision_reason, m->load_seconds);
     }
     dmt_server_log(cfg, "%s: %d model%s: %s", what, set->n, set->n == 1 ? "" : "s", line);
     for (int i = 0; i < set->n_failures; i++)
@@ -209,9 +209,11 @@ static void log_ready(const dmt_server_config *cfg, dmt_registry *reg, double se
     for (int i = 0; i < set->n && o < sizeof line; i++) {
         const dmt_served *m = set->models[i];
         const char *p = dmt_gemm_describe(m->model->kernels, m->model->layout, products, sizeof products);
-        if (set->n == 1) o += (size_t)snprintf(line + o, sizeof line - o, "(%s products)", p);
-        else o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s (%s products)", i ? ", " : "", m->spec.name,
-                                   m->spec.dir, p);
+        if (set->n == 1)
+            o += (size_t)snprintf(line + o, sizeof line - o, "(%s products: %s)", p, m->model->precision_reason);
+        else
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s (%s products: %s)", i ? ", " : "", m->spec.name,
+                                  m->spec.dir, p, m->model->precision_reason);
     }
     dmt_server_log(cfg, "%s loaded in %.2f s%s%s; ready", set->n == 1 ? "model" : "models", seconds,
                    set->n == 1 ? " " : ": ", line);

@@ -67,6 +67,7 @@ static int parse_precision(const char *s, int *out) {
     if (!strcmp(s, "f32")) *out = DMT_PRECISION_F32;
     else if (!strcmp(s, "bf16")) *out = DMT_PRECISION_BF16;
     else if (!strcmp(s, "int8")) *out = DMT_PRECISION_INT8;
+    else if (!strcmp(s, "auto")) *out = DMT_PRECISION_AUTO;
     else return -1;
     return 0;
 }
@@ -103,7 +104,7 @@ static int read_models_json(const char *folder, const char *path, int precision,
             goto fail;
         }
         if (prec && parse_precision(prec, &p)) {
-            snprintf(err, errlen, "%s: models[%zu]: precision must be f32, bf16 or int8", path, i);
+            snprintf(err, errlen, "%s: models[%zu]: precision must be f32, bf16, int8 or auto", path, i);
             goto fail;
         }
         char full[1100], nm[DMT_MODEL_NAME_MAX + 1];

@@ -39,6 +39,7 @@
 #include "base/fault.h"
 #include "model/config.h"
 #include "model/forward.h"
+#include "model/gemm.h"
 #include "model/model.h"
 #include "model/kernels/kernels.h"
 #include "model/safetensors.h"
@@ -553,7 +554,101 @@ static void oversized_configs(void) {
     rmdir(dir);
 }
 
+/* ---- 7. precision_checks: what lets --precision auto pick a faster precision ---- */
+
+static void precision_checks(void) {
+    char src[1024], dir[] = "/tmp/deepmt-prec-XXXXXX", err[1024], what[400];
+    fixture_path(src, sizeof src, "tiny-model");
+    if (!CHECK(mkdtemp(dir), "precision checks: temp dir")) return;
+    static const struct { const char *value, *expect; } bad[] = {
+        {"[]", "\"precision_checks\" must be an object"},
+        {"{\"f16\": {}}", "unknown precision \"f16\""},
+        {"{\"int8\": 1}", "precision_checks.int8 must be an object"},
+        {"{\"int8\": {\"worst_bleu_change\": -1, \"directions\": 2}}", "int8.mean_bleu_change must be a number"},
+        {"{\"int8\": {\"mean_bleu_change\": \"-0.1\", \"worst_bleu_change\": -1, \"directions\": 2}}",
+         "int8.mean_bleu_change must be a number"},
+        {"{\"int8\": {\"mean_bleu_change\": -0.1, \"worst_bleu_change\": 1e300, \"directions\": 2}}",
+         "int8.worst_bleu_change must be a number"},
+        {"{\"bf16\": {\"mean_bleu_change\": -0.1, \"worst_bleu_change\": 0.2, \"directions\": 2}}",
+         "worst_bleu_change 0.2 is above mean_bleu_change"},
+        {"{\"int8\": {\"mean_bleu_change\": -0.1, \"worst_bleu_change\": -0.2, \"directions\": 0}}",
+         "int8.directions must be an integer"},
+        {"{\"int8\": {\"mean_bleu_change\": -0.1, \"worst_bleu_change\": -0.2, \"directions\": 3, "
+         "\"test_set\": 5}}", "int8.test_set must be a string"},
+    };
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        copy_model_dir(src, dir, 0);
+        write_config(src, dir, "precision_checks", bad[i].value);
+        dmt_config c;
+        int rc = dmt_config_load(path, &c, err, sizeof err);
+        snprintf(what, sizeof what, "precision_checks %s: refused, said why", bad[i].value);
+        CHECK(rc != 0 && strstr(err, bad[i].expect), what, "%s", rc ? err : "accepted");
+    }
+    /* the choice, at every level (emulated tables where this CPU lacks one) */
+    static const struct { const char *checks; int want_int8, want_bf16; const char *why; } cases[] = {
+        {NULL, 0, 0, "vouches for no faster precision"},
+        {"{\"int8\": {\"mean_bleu_change\": -0.01, \"worst_bleu_change\": -0.27, \"directions\": 12, "
+         "\"test_set\": \"multi30k\"}}", 1, 0, "vouches for int8: BLEU -0.01 on average, -0.27 at worst, over 12 "
+         "directions of multi30k"},
+        {"{\"int8\": {\"mean_bleu_change\": -0.31, \"worst_bleu_change\": -0.4, \"directions\": 12}}", 0, 0,
+         "misses the bar"},
+        {"{\"int8\": {\"mean_bleu_change\": -0.1, \"worst_bleu_change\": -0.81, \"directions\": 12}}", 0, 0,
+         "misses the bar"},
+        {"{\"bf16\": {\"mean_bleu_change\": 0, \"worst_bleu_change\": -0.1, \"directions\": 1}}", 0, 1,
+         "vouches for bf16"},
+        {"{\"bf16\": {\"mean_bleu_change\": 0, \"worst_bleu_change\": -0.1, \"directions\": 1}, "
+         "\"int8\": {\"mean_bleu_change\": 0.1, \"worst_bleu_change\": -0.3, \"directions\": 1}}", 1, 1, "vouches"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        copy_model_dir(src, dir, 0);
+        if (cases[i].checks) write_config(src, dir, "precision_checks", cases[i].checks);
+        dmt_config c;
+        if (!CHECK(dmt_config_load(path, &c, err, sizeof err) == 0, "precision_checks: a valid one loads", "%s", err))
+            continue;
+        for (int level = 0; level < DMT_ISA_COUNT; level++) {
+            const dmt_kernels *k = dmt_kernels_for((dmt_isa)level);
+            if (!k) k = dmt_kernels_emulated((dmt_isa)level); /* the choice only reads the table */
+            if (!k) continue;
+            int fast_int8 = level >= DMT_ISA_AVX2, has_bf16 = dmt_gemm_layout(k, DMT_PRECISION_BF16) >= 0;
+            dmt_precision want = cases[i].want_int8 && fast_int8   ? DMT_PRECISION_INT8
+                                 : cases[i].want_bf16 && has_bf16 ? DMT_PRECISION_BF16
+                                                                   : DMT_PRECISION_F32;
+            char why[192];
+            dmt_precision got = dmt_precision_choose(&c, k, 0, why, sizeof why);
+            snprintf(what, sizeof what, "precision auto at %s with %s: %s", k->name,
+                     cases[i].checks ? cases[i].checks : "no checks", dmt_precision_name(want));
+            /* the reason is the case's own unless the level turned a vouched precision down */
+            int turned_down = want == DMT_PRECISION_F32 && (cases[i].want_int8 || cases[i].want_bf16);
+            const char *why_expected = turned_down ? "not fast on this CPU" : cases[i].why;
+            CHECK(got == want && strstr(why, why_expected), what, "got %s: %s", dmt_precision_name(got), why);
+            got = dmt_precision_choose(&c, k, 1, why, sizeof why);
+            snprintf(what, sizeof what, "precision auto at %s, a file with int8 weights: int8", k->name);
+            CHECK(got == DMT_PRECISION_INT8 && strstr(why, "int8"), what, "got %s: %s", dmt_precision_name(got), why);
+        }
+    }
+    /* the load resolves AUTO and says why */
+    copy_model_dir(src, dir, 0);
+    write_config(src, dir, "precision_checks", cases[1].checks);
+    dmt_model *m = dmt_model_load(dir, (dmt_load_options){.ids_only = 1, .precision = DMT_PRECISION_AUTO}, err,
+                                  sizeof err);
+    int fast = m && m->kernels->isa >= DMT_ISA_AVX2;
+    CHECK(m && m->precision == (fast ? DMT_PRECISION_INT8 : DMT_PRECISION_F32) &&
+              m->layout == (fast ? DMT_LAYOUT_PACKED_I8 : m->layout) && m->precision_reason[0],
+          "a load with AUTO runs what the checks vouch for, with its reason", "%s %s", m ? dmt_precision_name(m->precision) : err,
+          m ? m->precision_reason : "");
+    dmt_model_free(m);
+    m = dmt_model_load(dir, (dmt_load_options){.ids_only = 1}, err, sizeof err);
+    CHECK(m && m->precision == DMT_PRECISION_F32 && !strcmp(m->precision_reason, "asked for"),
+          "the library's default stays F32 whatever config.json vouches for", "%s", m ? m->precision_reason : err);
+    dmt_model_free(m);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
+    precision_checks();
     file_changes();
     not_regular();
     oversized_configs();

@@ -42,6 +42,10 @@ def read(data, lang):
 
 
 def translate(binary, model, lines, target, extra=(), env=None):
+    """F32 unless extra asks for a precision: the floors and comparisons here are F32's
+    (the default, --precision auto, may run int8: tests/py/test_precision_auto.py)."""
+    if "--precision" not in extra:
+        extra = ("--precision", "f32", *extra)
     r = subprocess.run([binary, "translate", "-m", model, "-t", target, "-q", *extra],
                        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600,
                        env=dict(os.environ, **(env or {})))

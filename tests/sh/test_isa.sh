@@ -55,6 +55,6 @@ pid=$!
 i=0
 while [ $i -lt 100 ] && ! grep -q 'ready\|cannot load' "$tmp/log"; do sleep 0.1; i=$((i + 1)); done
 kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
-grep -q '(generic INT8 products); ready' "$tmp/log"; ok $? "the ready line names level and products" \
+grep -q '(generic INT8 products: asked for); ready' "$tmp/log"; ok $? "the ready line names level and products" \
     "$(head -c 600 "$tmp/log")"
 tap_done

@@ -44,7 +44,7 @@ got=$(split env DEEPMT_WORKERS=1 DEEPMT_THREADS=3)
 
 # --precision: the ready line names the products; a bad value is refused before serving
 "$BIN" serve --model "$MODEL" --port 0 --precision nope >"$log" 2>&1; rc=$?
-[ "$rc" != 0 ] && grep -q "expected f32 or bf16 or int8, got 'nope'" "$log"; ok $? "--precision nope refused" "exit $rc: $(head -c 300 "$log")"
+[ "$rc" != 0 ] && grep -q "expected f32 or bf16 or int8 or auto, got 'nope'" "$log"; ok $? "--precision nope refused" "exit $rc: $(head -c 300 "$log")"
 ready_line() {
     : >"$log"
     "$BIN" serve --model "$MODEL" --port 0 "$@" >"$log" 2>&1 &
@@ -54,12 +54,12 @@ ready_line() {
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
 }
 ready_line
-grep -q 'products); ready' "$log"; ok $? "the ready line names the product kernels" "$(head -c 400 "$log")"
+grep -q 'products: .*); ready' "$log"; ok $? "the ready line names the product kernels and why that precision" "$(head -c 400 "$log")"
 ready_line --precision bf16
 if grep -q 'lacks' "$log"; then
     grep -q 'bf16 precision needs a CPU with AVX-512 BF16' "$log"; ok $? "--precision bf16 on a CPU without it: clear error"
 else
-    grep -q '(\(avx512bf16\|amx\) BF16 products); ready' "$log"; ok $? "--precision bf16 serves with bf16 products" "$(head -c 400 "$log")"
+    grep -q '(\(avx512bf16\|amx\) BF16 products: asked for); ready' "$log"; ok $? "--precision bf16 serves with bf16 products" "$(head -c 400 "$log")"
 fi
 # one option vocabulary: -m DIR as in deepmt translate
 "$BIN" serve -m "$MODEL" --port 0 >"$log" 2>&1 &

@@ -26,7 +26,7 @@ ok "$([ "$rc" = 2 ] && grep -q 'required' "$errf"; echo $?)" "no options: exit 2
 t -m "$MODEL" --target de --beam 0 </dev/null
 ok "$([ "$rc" = 2 ] && grep -q "\-\-beam: expected an integer from 1 to 64, got '0'" "$errf"; echo $?)" "--beam 0 refused (exit 2)" "exit $rc: $(cat "$errf")"
 t -m "$MODEL" --target de --precision f16 </dev/null
-ok "$([ "$rc" = 2 ] && grep -q "\-\-precision: expected f32 or bf16 or int8, got 'f16'" "$errf"; echo $?)" "--precision f16 refused (exit 2)" "exit $rc: $(cat "$errf")"
+ok "$([ "$rc" = 2 ] && grep -q "\-\-precision: expected f32 or bf16 or int8 or auto, got 'f16'" "$errf"; echo $?)" "--precision f16 refused (exit 2)" "exit $rc: $(cat "$errf")"
 t -m "$MODEL" --target de --beam 2 --nbest 3 </dev/null
 ok "$([ "$rc" = 2 ] && grep -q 'nbest' "$errf"; echo $?)" "--nbest above --beam refused (exit 2)" "exit $rc: $(cat "$errf")"
 t -m "$MODEL" --target de --length-penalty abc </dev/null
