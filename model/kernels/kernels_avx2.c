@@ -7,6 +7,9 @@
  * signed bytes and saturates its pair sums at 16 bits, so the kernel feeds it |a|
  * and sign(a) * w (vpsignb): both in [-127, 127], a pair sums to at most 32,258, never
  * saturates, and the integer sums equal the exact product of the quantised operands.
+ * 3 rows a block: with 4, GCC 12 kept 3 of the 8 accumulators on the stack (a store
+ * and a reload on every quad, objdump), which 3 rows (6 accumulators) avoid; |a| is
+ * computed once a chunk (gemm_i8_chunks' with_abs) rather than by vpabsb in the loop.
  */
 #include "model/kernels/internal.h"
 
@@ -27,7 +30,7 @@
 #include "model/kernels/panels16.inc"
 
 #define MR 6     /* F32 rows a block */
-#define MR_I8 4  /* int8 rows a block */
+#define MR_I8 3  /* int8 rows a block */
 
 /* rows (<= MR, a constant after inlining) x rows against one F32 panel. */
 __attribute__((always_inline)) static inline void block_f32(float *y, int ldy, const float *x, int ldx, const int rows,
@@ -91,7 +94,8 @@ void dmt_gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const 
 }
 
 /* rows (<= MR_I8) quantised x rows (quads of signed bytes) against one int8 panel. */
-__attribute__((always_inline)) static inline void block_i8(float *y, int ldy, const uint32_t *xq, int quads,
+__attribute__((always_inline)) static inline void block_i8(float *y, int ldy, const uint32_t *xq,
+                                                           const uint32_t *xa, int quads,
                                                            const float *xs, const int rows, const int8_t *panel,
                                                            __m256 s0, __m256 s1, __m256 b0, __m256 b1, int cols) {
     __m256i acc[MR_I8][2];
@@ -105,7 +109,10 @@ __attribute__((always_inline)) static inline void block_i8(float *y, int ldy, co
 #pragma GCC unroll 4
         for (int i = 0; i < MR_I8; i++)
             if (i < rows) {
-                __m256i a = _mm256_set1_epi32((int)xq[(size_t)i * quads + q]), ua = _mm256_abs_epi8(a);
+                /* |a| comes precomputed (a broadcast load): vpabsb here was one of the
+                 * nine vector operations a row and quad, on the pipes the multiplies need */
+                __m256i a = _mm256_set1_epi32((int)xq[(size_t)i * quads + q]);
+                __m256i ua = _mm256_set1_epi32((int)xa[(size_t)i * quads + q]);
                 __m256i t0 = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(w0, a));
                 __m256i t1 = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(w1, a));
                 acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(t0, ones));
@@ -132,17 +139,17 @@ static void panel_i8(const product_i8 *pr, int p) {
     const int8_t *panel = (const int8_t *)lin->packed + (size_t)p * P * quads * 4;
     for (int i = 0; i < pr->n; i += MR_I8) {
         float *yi = pr->y + (size_t)i * pr->ldy + j;
-        const uint32_t *xi = pr->xq + (size_t)i * quads;
+        const uint32_t *xi = pr->xq + (size_t)i * quads, *ai = pr->xa + (size_t)i * quads;
         switch (pr->n - i < MR_I8 ? pr->n - i : MR_I8) {
-#define CALL(R) case R: block_i8(yi, pr->ldy, xi, quads, pr->xs + i, R, panel, s0, s1, b0, b1, cols); break;
-            CALL(1) CALL(2) CALL(3) CALL(4)
+#define CALL(R) case R: block_i8(yi, pr->ldy, xi, ai, quads, pr->xs + i, R, panel, s0, s1, b0, b1, cols); break;
+            CALL(1) CALL(2) CALL(3)
 #undef CALL
         }
     }
 }
 
 void dmt_gemm_i8_avx2(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
-    gemm_i8_chunks(y, ldy, x, ldx, n, lin, threads, MR_I8, 0, panel_i8);
+    gemm_i8_chunks(y, ldy, x, ldx, n, lin, threads, MR_I8, 0, 1, panel_i8);
 }
 
 #pragma GCC pop_options

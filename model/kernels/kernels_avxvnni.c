@@ -103,7 +103,7 @@ static void panel_i8(const product_i8 *pr, int p) {
 }
 
 static void gemm_i8_avxvnni(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
-    gemm_i8_chunks(y, ldy, x, ldx, n, lin, threads, MR, 1, panel_i8);
+    gemm_i8_chunks(y, ldy, x, ldx, n, lin, threads, MR, 1, 0, panel_i8);
 }
 
 #ifndef DMT_KERNELS_EMULATED
