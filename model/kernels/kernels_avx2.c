@@ -7,9 +7,9 @@
  * signed bytes and saturates its pair sums at 16 bits, so the kernel feeds it |a|
  * and sign(a) * w (vpsignb): both in [-127, 127], a pair sums to at most 32,258, never
  * saturates, and the integer sums equal the exact product of the quantised operands.
- * 3 rows a block: with 4, GCC 12 kept 3 of the 8 accumulators on the stack (a store
- * and a reload on every quad, objdump), which 3 rows (6 accumulators) avoid; |a| is
- * computed once a chunk (gemm_i8_chunks' with_abs) rather than by vpabsb in the loop.
+ * 4 rows a block, each row's step one asm statement (ROW_I8) so that the 8
+ * accumulators stay in registers; |a| is computed once a chunk (gemm_i8_chunks'
+ * with_abs) rather than by vpabsb in the loop.
  */
 #include "model/kernels/internal.h"
 
@@ -30,7 +30,7 @@
 #include "model/kernels/panels16.inc"
 
 #define MR 6     /* F32 rows a block */
-#define MR_I8 3  /* int8 rows a block */
+#define MR_I8 4  /* int8 rows a block */
 
 /* rows (<= MR, a constant after inlining) x rows against one F32 panel. */
 __attribute__((always_inline)) static inline void block_f32(float *y, int ldy, const float *x, int ldx, const int rows,
@@ -93,6 +93,27 @@ void dmt_gemm_f32_avx2(float *y, int ldy, const float *x, int ldx, int n, const 
     }
 }
 
+/* One row and quad against the panel's 16 columns: acc += sign(w, a) x |a| summed in
+ * pairs (vpmaddubsw), then in fours (vpmaddwd by 1). One asm statement: written as
+ * intrinsics, GCC 12 kept some of the 8 accumulators of a 4-row block on the stack
+ * (a store and a reload every quad) or copied each sum back with a vmovdqa; here
+ * each accumulator stays in its register (15 of the 16 ymm in use). AT&T operand
+ * order: the destination last. */
+#define ROW_I8(acc0, acc1, a, ua, w0, w1, ones)                                                              \
+    do {                                                                                                     \
+        __m256i t0_, t1_;                                                                                    \
+        __asm__("vpsignb %[va], %[vw0], %[t0]\n\t"                                                           \
+                "vpsignb %[va], %[vw1], %[t1]\n\t"                                                           \
+                "vpmaddubsw %[t0], %[vua], %[t0]\n\t"                                                        \
+                "vpmaddubsw %[t1], %[vua], %[t1]\n\t"                                                        \
+                "vpmaddwd %[v1], %[t0], %[t0]\n\t"                                                           \
+                "vpmaddwd %[v1], %[t1], %[t1]\n\t"                                                           \
+                "vpaddd %[t0], %[c0], %[c0]\n\t"                                                             \
+                "vpaddd %[t1], %[c1], %[c1]"                                                                 \
+                : [c0] "+x"(acc0), [c1] "+x"(acc1), [t0] "=&x"(t0_), [t1] "=&x"(t1_)                         \
+                : [va] "x"(a), [vua] "x"(ua), [vw0] "x"(w0), [vw1] "x"(w1), [v1] "x"(ones));                 \
+    } while (0)
+
 /* rows (<= MR_I8) quantised x rows (quads of signed bytes) against one int8 panel. */
 __attribute__((always_inline)) static inline void block_i8(float *y, int ldy, const uint32_t *xq,
                                                            const uint32_t *xa, int quads,
@@ -113,10 +134,7 @@ __attribute__((always_inline)) static inline void block_i8(float *y, int ldy, co
                  * nine vector operations a row and quad, on the pipes the multiplies need */
                 __m256i a = _mm256_set1_epi32((int)xq[(size_t)i * quads + q]);
                 __m256i ua = _mm256_set1_epi32((int)xa[(size_t)i * quads + q]);
-                __m256i t0 = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(w0, a));
-                __m256i t1 = _mm256_maddubs_epi16(ua, _mm256_sign_epi8(w1, a));
-                acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(t0, ones));
-                acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(t1, ones));
+                ROW_I8(acc[i][0], acc[i][1], a, ua, w0, w1, ones);
             }
     }
 #pragma GCC unroll 4
@@ -142,7 +160,7 @@ static void panel_i8(const product_i8 *pr, int p) {
         const uint32_t *xi = pr->xq + (size_t)i * quads, *ai = pr->xa + (size_t)i * quads;
         switch (pr->n - i < MR_I8 ? pr->n - i : MR_I8) {
 #define CALL(R) case R: block_i8(yi, pr->ldy, xi, ai, quads, pr->xs + i, R, panel, s0, s1, b0, b1, cols); break;
-            CALL(1) CALL(2) CALL(3)
+            CALL(1) CALL(2) CALL(3) CALL(4)
 #undef CALL
         }
     }
