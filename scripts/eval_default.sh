@@ -75,6 +75,9 @@ while time.monotonic() < deadline:
     time.sleep(0.25)
 sys.exit(f"eval: {url}/ready did not answer 200 within {limit:.0f} s")
 PY
+# the scores are those of the precision the server runs (--precision auto: int8 where
+# config.json vouches for it; DEEPMT_PRECISION=f32 make eval for F32's)
+echo "eval: $(sed -n 's/.*loaded in [0-9.]* s[: ]*\(.*\); ready.*/\1/p' "$LOG" | head -1)" >&2
 
 if [ "$EVAL_SPLIT" = all ]; then
     # every test set: Multi30k test_2016/test_2017 and the general-domain sets
