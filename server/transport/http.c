@@ -64,7 +64,9 @@ static int takes_body(route r) { return r == R_TRANSLATE || r == R_DETECT || r =
 /* Routes that queue sentences for the model. */
 static int translates(route r) { return r == R_TRANSLATE || r == R_TRANSLATE_FILE; }
 
-typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_PARSING, ST_PARSED, ST_QUEUED, ST_FINISHED, ST_ANSWERED } conn_state;
+/* ST_READY: an answer decided off the HTTP thread (the parser thread's, for
+ * /translate_file) waits in pending; it is queued when the connection resumes. */
+typedef enum { ST_NEW, ST_ROUTE, ST_BODY, ST_PARSING, ST_QUEUED, ST_FINISHED, ST_READY, ST_ANSWERED } conn_state;
 
 typedef struct {
     dmt_server *srv;
@@ -86,6 +88,9 @@ typedef struct {
     /* answer */
     int status;
     size_t bytes;
+    json_t *pending;           /* ST_READY: the answer, its status and Retry-After (or NULL) */
+    int pending_status;
+    const char *pending_retry;
 } conn_ctx;
 
 /* ---- responses ---- */
@@ -298,13 +303,29 @@ static json_t *parse_body(conn_ctx *c, char *err, size_t errlen) {
     return j;
 }
 
-/* Runs on the files' parser thread: the document is parsed; the HTTP side goes on
- * (ST_PARSED) once resumed. As in work_done, c is not touched after the resume. */
+static int queue_file_translation(conn_ctx *c, json_t *body, char *err, size_t errlen);
+
+/* Runs on the files' parser thread: the document is parsed. Its sentences are queued
+ * from here, the connection still suspended, so that it resumes once, with an answer
+ * ready (ST_FINISHED, or ST_READY for a refusal). A resume in between would let
+ * libmicrohttpd read the end of a half-closed client's stream before the handler
+ * could queue the work: the connection would end with nothing to answer (halfclose.c).
+ * As in work_done, c is not touched after the resume. */
 static void file_parsed(void *arg) {
     conn_ctx *c = arg;
     struct MHD_Connection *conn = c->conn;
-    pthread_mutex_lock(&c->mu);
-    c->state = ST_PARSED;
+    char err[1024] = "";
+    json_t *body = NULL;
+    pthread_mutex_lock(&c->mu); /* a worker's work_done waits until the state is set */
+    int status = dmt_file_job_request(c->file, &body, err, sizeof err);
+    if (status) {
+        c->pending = dmt_api_error("%s", err);
+        c->pending_status = status;
+        c->state = ST_READY;
+    } else if (queue_file_translation(c, body, err, sizeof err) == 0) {
+        pthread_mutex_unlock(&c->mu); /* queued: work_done resumes the connection */
+        return;
+    }
     int resume = c->suspended;
     c->suspended = 0;
     pthread_mutex_unlock(&c->mu);
@@ -315,7 +336,7 @@ static int over_rate_limit(conn_ctx *c, const char *api_key, enum MHD_Result *an
 
 /* POST /translate_file, the body in: the upload's fields are read and its key is
  * checked here; the document itself is parsed on the files' parser thread while
- * the connection is suspended (files.h), then translate_request goes on. */
+ * the connection is suspended (files.h), then its sentences are queued from the parser thread (file_parsed). */
 static enum MHD_Result translate_file_received(conn_ctx *c) {
     dmt_server *srv = c->srv;
     char err[1024] = "";
@@ -442,6 +463,57 @@ static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
     }
     return respond_json_h(c, 503, dmt_api_error("the server is %s", dmt_scheduler_ready(srv->sched) ? "shutting down" : "loading the model"),
                           MHD_HTTP_HEADER_RETRY_AFTER, "1");
+}
+
+/* An answer for the resume (ST_READY); -1, for queue_file_translation's return. */
+static int set_ready(conn_ctx *c, int status, json_t *answer, const char *retry_after) {
+    c->pending = answer;
+    c->pending_status = status;
+    c->pending_retry = retry_after;
+    c->state = ST_READY;
+    return -1;
+}
+
+/* translate_request for /translate_file's parsed document (body stolen), on the
+ * parser thread with c->mu held and the connection suspended (file_parsed). 0: queued
+ * (ST_QUEUED; work_done resumes). -1: the outcome is set for the resume: ST_FINISHED
+ * (nothing to translate, or all done already) or ST_READY (a refusal). */
+static int queue_file_translation(conn_ctx *c, json_t *body, char *err, size_t errlen) {
+    dmt_server *srv = c->srv;
+    dmt_model_set *set = dmt_registry_acquire(srv->registry);
+    if (!set) {
+        json_decref(body);
+        return set_ready(c, 503, dmt_api_error("the model is loading; try again shortly"), "1");
+    }
+    int status = dmt_api_translate_parse(srv->cfg, set, body, &c->req, err, errlen); /* takes set */
+    if (status) return set_ready(c, status, dmt_api_error("%s", err), NULL);
+    dmt_api_request *r = c->req;
+    if (r->n_jobs == 0) { /* nothing to translate: answered on the resume */
+        c->state = ST_FINISHED;
+        return -1;
+    }
+    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->client, sizeof r->client);
+    r->user = c;
+    r->done = work_done;
+    r->alive = work_alive;
+    r->deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
+    int rc = dmt_api_submit(srv->sched, r, err, errlen);
+    if (rc == DMT_SUBMIT_OK) {
+        c->state = ST_QUEUED;
+        return 0;
+    }
+    if (rc == DMT_API_SUBMIT_FINISHED) { /* done already, done() not called */
+        c->state = ST_FINISHED;
+        return -1;
+    }
+    if (rc == DMT_SUBMIT_TOO_LARGE) return set_ready(c, 413, dmt_api_error("%s", err), NULL);
+    if (rc == DMT_SUBMIT_FULL) {
+        dmt_metrics_rejected(srv->metrics);
+        return set_ready(c, 429, dmt_api_error("too many requests: the translation queue is full"), "1");
+    }
+    return set_ready(c, 503, dmt_api_error("the server is %s", dmt_scheduler_ready(srv->sched) ? "shutting down"
+                                                                                                 : "loading the model"),
+                     "1");
 }
 
 static enum MHD_Result translate_first(conn_ctx *c) {
@@ -700,12 +772,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     case ST_BODY:
         if (*upload_data_size) return translate_upload(c, upload_data, upload_data_size);
         return translate_body_done(c);
-    case ST_PARSED: { /* /translate_file: the parser thread is done with the document */
-        char err[1024] = "";
-        json_t *body;
-        int status = dmt_file_job_request(c->file, &body, err, sizeof err);
-        if (status) return respond_error(c, status, err);
-        return translate_request(c, body);
+    case ST_READY: { /* /translate_file refused after its document was parsed */
+        json_t *answer = c->pending;
+        c->pending = NULL;
+        return respond_json_h(c, c->pending_status, answer, c->pending_retry ? MHD_HTTP_HEADER_RETRY_AFTER : NULL,
+                              c->pending_retry);
     }
     case ST_FINISHED: {
         int status;
@@ -736,7 +807,11 @@ static void completed(void *cls, struct MHD_Connection *conn, void **req_cls, en
         json_t *res = dmt_api_translate_result(c->req, &st);
         if (c->file) res = dmt_files_finish(srv->files, conn, c->file, res, st, &st);
         status = dmt_http_answer_half_closed(srv, conn, res, st, &c->bytes);
+    } else if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && c->state == ST_READY && c->pending) {
+        status = dmt_http_answer_half_closed(srv, conn, c->pending, c->pending_status, &c->bytes); /* takes it */
+        c->pending = NULL;
     }
+    json_decref(c->pending);
     double dt = dmt_now() - c->t0;
     dmt_conn_guard_request_done(srv->guard, conn); /* a next request on this connection gets its own time */
     dmt_metrics_request(srv->metrics, status, dt);

@@ -40,12 +40,15 @@ from test_server import Server, jreq, request, error_of  # noqa: E402
 SLOW = ts.SLOW
 
 
-def raw_exchange(port, data, timeout=10 * SLOW, half_close=False):
-    """Sends bytes on a fresh connection; returns everything read until EOF or timeout."""
+def raw_exchange(port, data, timeout=10 * SLOW, half_close=False, close_after=0.0):
+    """Sends bytes on a fresh connection; returns everything read until EOF or timeout.
+    half_close: shutdown(SHUT_WR) after the request, close_after seconds later."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     try:
         s.sendall(data)
         if half_close:
+            if close_after:
+                time.sleep(close_after)
             s.shutdown(socket.SHUT_WR)
         out = b""
         while True:
@@ -322,6 +325,23 @@ def test_half_close():
         url = ""
     tap.ok(status_of(raw) == 200 and "/download_file/" in url,
            "a half-closed /translate_file upload: 200 with its translatedFileUrl (was 499)", raw[:300])
+    # the FIN at different moments: while the body is read, while the document is parsed
+    # (the server used to resume the connection between parsing and translating, and
+    # libmicrohttpd then read the FIN and closed it with nothing sent: b''), while queued
+    fbody, fheaders = tf.multipart({"source": "en", "target": "de"}, "short.txt", "\n".join(texts[:6]).encode())
+    freq = (b"POST /translate_file HTTP/1.1\r\nHost: x\r\nContent-Type: " + fheaders["Content-Type"].encode()
+            + b"\r\nContent-Length: %d\r\n\r\n" % len(fbody) + fbody)
+    bad = []
+    for delay in (0, 0.0005, 0.001, 0.002, 0.003, 0.005, 0.008, 0.012, 0.02, 0.05) * 2:
+        raw = raw_exchange(p, freq, timeout=60 * SLOW, half_close=True, close_after=delay)
+        try:
+            url = json.loads(body_of(raw)).get("translatedFileUrl", "")
+        except ValueError:
+            url = ""
+        if status_of(raw) != 200 or "/download_file/" not in url:
+            bad.append(f"FIN after {delay * 1000:g} ms: {raw[:120]!r}")
+    tap.ok(not bad, "half-closed /translate_file uploads, the FIN 0-50 ms after the request (20 tries): "
+           "each answered 200 with its file's URL", "\n".join(bad))
     # a half-closed GET (answered without suspension) works too
     raw = raw_exchange(p, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", half_close=True)
     tap.ok(status_of(raw) == 200, "GET /health then half-close: 200", raw[:200])
