@@ -11,7 +11,10 @@
  * whose request is complete when its read side ends.)
  *
  * So http.c's completion callback calls this when a request whose work is done
- * ends any other way than with its answer sent. The socket is still open and
+ * ends any other way than with its answer sent. That needs the answer to be ready
+ * at every resume: /translate_file's document is parsed on another thread, which
+ * then queues its sentences itself (http.c file_parsed) instead of resuming the
+ * connection in between, where the FIN would end it with nothing to answer. The socket is still open and
  * writable then: the daemon runs with MHD_USE_TURBO, so it has not called
  * shutdown(), and it closes the descriptor only after the callback. The answer is written here at once,
  * non-blocking, with "Connection: close": the send buffer is first raised to fit
