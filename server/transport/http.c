@@ -303,7 +303,9 @@ static json_t *parse_body(conn_ctx *c, char *err, size_t errlen) {
     return j;
 }
 
-static int queue_file_translation(conn_ctx *c, json_t *body, char *err, size_t errlen);
+typedef enum { Q_QUEUED, Q_FINISHED, Q_REFUSED } queue_outcome;
+static queue_outcome queue_translation(conn_ctx *c, json_t *body, json_t **answer, int *status,
+                                       const char **retry_after);
 
 /* Runs on the files' parser thread: the document is parsed. Its sentences are queued
  * from here, the connection still suspended, so that it resumes once, with an answer
@@ -321,10 +323,16 @@ static void file_parsed(void *arg) {
     if (status) {
         c->pending = dmt_api_error("%s", err);
         c->pending_status = status;
+        c->pending_retry = NULL;
         c->state = ST_READY;
-    } else if (queue_file_translation(c, body, err, sizeof err) == 0) {
-        pthread_mutex_unlock(&c->mu); /* queued: work_done resumes the connection */
-        return;
+    } else {
+        queue_outcome q = queue_translation(c, body, &c->pending, &c->pending_status, &c->pending_retry);
+        if (q == Q_QUEUED) {
+            c->state = ST_QUEUED;
+            pthread_mutex_unlock(&c->mu); /* work_done resumes the connection */
+            return;
+        }
+        c->state = q == Q_FINISHED ? ST_FINISHED : ST_READY;
     }
     int resume = c->suspended;
     c->suspended = 0;
@@ -404,9 +412,57 @@ static int over_rate_limit(conn_ctx *c, const char *api_key, enum MHD_Result *an
     return 1;
 }
 
-static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
+/* The model side of /translate and /translate_file, for a parsed body (stolen):
+ * validated against the served models and submitted, with c->mu held. Q_QUEUED: a
+ * worker's work_done will finish it; Q_FINISHED: nothing to translate, or all done
+ * already (done() not called), c->req holds the result; Q_REFUSED: *answer, *status
+ * and *retry_after (or NULL) say why. Runs on an HTTP thread or, for a document, on
+ * the parser thread (file_parsed), so it answers nothing itself. */
+static queue_outcome queue_translation(conn_ctx *c, json_t *body, json_t **answer, int *status,
+                                       const char **retry_after) {
     dmt_server *srv = c->srv;
     char err[1024] = "";
+    *retry_after = "1";
+    dmt_model_set *set = dmt_registry_acquire(srv->registry);
+    if (!set) {
+        json_decref(body);
+        *status = 503;
+        *answer = dmt_api_error("the model is loading; try again shortly");
+        return Q_REFUSED;
+    }
+    if ((*status = dmt_api_translate_parse(srv->cfg, set, body, &c->req, err, sizeof err))) { /* takes set */
+        *answer = dmt_api_error("%s", err);
+        *retry_after = NULL;
+        return Q_REFUSED;
+    }
+    dmt_api_request *r = c->req;
+    if (r->n_jobs == 0) return Q_FINISHED; /* empty texts, source == target */
+    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->client, sizeof r->client); /* workers are shared between clients first (policy.h) */
+    r->user = c;
+    r->done = work_done;
+    r->alive = work_alive;
+    r->deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
+    int rc = dmt_api_submit(srv->sched, r, err, sizeof err);
+    if (rc == DMT_SUBMIT_OK) return Q_QUEUED;
+    if (rc == DMT_API_SUBMIT_FINISHED) return Q_FINISHED;
+    if (rc == DMT_SUBMIT_TOO_LARGE) {
+        *status = 413;
+        *answer = dmt_api_error("%s", err);
+        *retry_after = NULL;
+    } else if (rc == DMT_SUBMIT_FULL) {
+        dmt_metrics_rejected(srv->metrics);
+        *status = 429;
+        *answer = dmt_api_error("too many requests: the translation queue is full");
+    } else {
+        *status = 503;
+        *answer = dmt_api_error("the server is %s", dmt_scheduler_ready(srv->sched) ? "shutting down"
+                                                                                    : "loading the model");
+    }
+    return Q_REFUSED;
+}
+
+static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
+    dmt_server *srv = c->srv;
     int status;
     route r0 = routes[c->route_index].r;
     enum MHD_Result limited;
@@ -414,106 +470,29 @@ static enum MHD_Result translate_request(conn_ctx *c, json_t *body) {
         json_decref(body); /* /translate_file was counted before its document was read */
         return limited;
     }
-    dmt_model_set *set = dmt_registry_acquire(srv->registry);
     if (!translates(r0)) { /* lt_api.c: answered at once, no model run */
+        dmt_model_set *set = dmt_registry_acquire(srv->registry);
         json_t *res = r0 == R_DETECT ? dmt_lt_detect(srv->cfg, set ? &set->languages : &srv->model_cfg, body, &status)
                                      : dmt_lt_suggest(srv->cfg, body, &status);
         dmt_model_set_release(set);
         return respond_json(c, status, res);
     }
-    if (!set) {
-        json_decref(body);
-        return respond_json_h(c, 503, dmt_api_error("the model is loading; try again shortly"),
-                              MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    }
-    status = dmt_api_translate_parse(srv->cfg, set, body, &c->req, err, sizeof err); /* takes set */
-    if (status) return respond_error(c, status, err);
-    dmt_api_request *r = c->req;
-    if (r->n_jobs == 0) { /* nothing to translate (empty texts, source == target) */
-        json_t *res = dmt_api_translate_result(r, &status);
-        if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
-        return respond_json(c, status, res);
-    }
-    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->client, sizeof r->client); /* workers are shared between clients first (policy.h) */
-    r->user = c;
-    r->done = work_done;
-    r->alive = work_alive;
-    r->deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
-    pthread_mutex_lock(&c->mu);
-    int rc = dmt_api_submit(srv->sched, r, err, sizeof err);
-    if (rc == DMT_API_SUBMIT_FINISHED) { /* done before it could be suspended: answered here */
-        pthread_mutex_unlock(&c->mu);
-        c->state = ST_FINISHED;
-        json_t *res = dmt_api_translate_result(r, &status);
-        if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
-        return respond_translation(c, status, res);
-    }
-    if (rc == DMT_SUBMIT_OK) {
+    json_t *answer = NULL;
+    const char *retry = NULL;
+    pthread_mutex_lock(&c->mu); /* work_done waits until the suspension */
+    queue_outcome q = queue_translation(c, body, &answer, &status, &retry);
+    if (q == Q_QUEUED) {
         c->state = ST_QUEUED;
         c->suspended = 1;
         MHD_suspend_connection(c->conn);
     }
     pthread_mutex_unlock(&c->mu);
-    if (rc == DMT_SUBMIT_OK) return MHD_YES;
-    if (rc == DMT_SUBMIT_TOO_LARGE) return respond_error(c, 413, err);
-    if (rc == DMT_SUBMIT_FULL) {
-        dmt_metrics_rejected(srv->metrics);
-        return respond_json_h(c, 429, dmt_api_error("too many requests: the translation queue is full"),
-                              MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    }
-    return respond_json_h(c, 503, dmt_api_error("the server is %s", dmt_scheduler_ready(srv->sched) ? "shutting down" : "loading the model"),
-                          MHD_HTTP_HEADER_RETRY_AFTER, "1");
-}
-
-/* An answer for the resume (ST_READY); -1, for queue_file_translation's return. */
-static int set_ready(conn_ctx *c, int status, json_t *answer, const char *retry_after) {
-    c->pending = answer;
-    c->pending_status = status;
-    c->pending_retry = retry_after;
-    c->state = ST_READY;
-    return -1;
-}
-
-/* translate_request for /translate_file's parsed document (body stolen), on the
- * parser thread with c->mu held and the connection suspended (file_parsed). 0: queued
- * (ST_QUEUED; work_done resumes). -1: the outcome is set for the resume: ST_FINISHED
- * (nothing to translate, or all done already) or ST_READY (a refusal). */
-static int queue_file_translation(conn_ctx *c, json_t *body, char *err, size_t errlen) {
-    dmt_server *srv = c->srv;
-    dmt_model_set *set = dmt_registry_acquire(srv->registry);
-    if (!set) {
-        json_decref(body);
-        return set_ready(c, 503, dmt_api_error("the model is loading; try again shortly"), "1");
-    }
-    int status = dmt_api_translate_parse(srv->cfg, set, body, &c->req, err, errlen); /* takes set */
-    if (status) return set_ready(c, status, dmt_api_error("%s", err), NULL);
-    dmt_api_request *r = c->req;
-    if (r->n_jobs == 0) { /* nothing to translate: answered on the resume */
-        c->state = ST_FINISHED;
-        return -1;
-    }
-    dmt_api_client_id(srv->cfg, dmt_api_key_of(r->body), c->client, r->client, sizeof r->client);
-    r->user = c;
-    r->done = work_done;
-    r->alive = work_alive;
-    r->deadline = srv->cfg->request_timeout_s > 0 ? dmt_now() + srv->cfg->request_timeout_s : 0;
-    int rc = dmt_api_submit(srv->sched, r, err, errlen);
-    if (rc == DMT_SUBMIT_OK) {
-        c->state = ST_QUEUED;
-        return 0;
-    }
-    if (rc == DMT_API_SUBMIT_FINISHED) { /* done already, done() not called */
-        c->state = ST_FINISHED;
-        return -1;
-    }
-    if (rc == DMT_SUBMIT_TOO_LARGE) return set_ready(c, 413, dmt_api_error("%s", err), NULL);
-    if (rc == DMT_SUBMIT_FULL) {
-        dmt_metrics_rejected(srv->metrics);
-        return set_ready(c, 429, dmt_api_error("too many requests: the translation queue is full"), "1");
-    }
-    return set_ready(c, 503, dmt_api_error("the server is %s", dmt_scheduler_ready(srv->sched) ? "shutting down"
-                                                                                                 : "loading the model"),
-                     "1");
+    if (q == Q_QUEUED) return MHD_YES;
+    if (q == Q_REFUSED) return respond_json_h(c, status, answer, retry ? MHD_HTTP_HEADER_RETRY_AFTER : NULL, retry);
+    c->state = ST_FINISHED; /* answered here */
+    json_t *res = dmt_api_translate_result(c->req, &status);
+    if (c->file) res = dmt_files_finish(srv->files, c->conn, c->file, res, status, &status);
+    return c->req->n_jobs ? respond_translation(c, status, res) : respond_json(c, status, res);
 }
 
 static enum MHD_Result translate_first(conn_ctx *c) {
