@@ -86,6 +86,11 @@ void dmt_options_threads(int threads, int workers, int *workers_out, int *blas_t
      "matrix-product arithmetic: bf16 (needs AVX-512 BF16) and int8 are faster, translations differ slightly; "   \
      "auto: the fastest one the model's config.json vouches for by a measured BLEU change, else f32 [auto]",      \
      0, NULL}
+#define DMT_OPTION_NO_SHORTLIST(off)                                                                               \
+    {"no-shortlist", 0, DMT_OPT_FLAG, (off), 0, 0, 0, "",                                                          \
+     "score the whole vocabulary at every step, even where the model directory has a shortlist.bin (which "      \
+     "scores only the pieces a sentence's words can need: faster, translations differ slightly) [off]",          \
+     0, NULL}
 #define DMT_OPTION_MAX_BATCH_SENTENCES(off)                                                                        \
     {"max-batch-sentences", 0, DMT_OPT_INT, (off), 0, 1, 4096, "N",                                                \
      "sentences in one batch; 1 turns batching off [32]", 0, NULL},                                               \

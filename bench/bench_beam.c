@@ -1,7 +1,7 @@
 /* bench_beam.c — beam search on token ids, timed: the engine without the tokenizer.
  *
  *   build/bench/bench_beam MODEL_DIR -i SRC.ids [-o HYP.ids] [--forced ID] [--beam 4]
- *                          [--batch-size 32] [--threads N] [--workers W]
+ *                          [--batch-size 32] [--threads N] [--workers W] [--no-shortlist]
  *
  * SRC.ids holds one source a line as space-separated ids without </s> (appended
  * here). Like `deepmt translate`: lines sorted longest first, cut into batches,
@@ -131,9 +131,11 @@ static int read_ids(FILE *f, int eos, int32_t ***src, int **len, int *n) {
 
 int main(int argc, char **argv) {
     dmt_precision precision = DMT_PRECISION_F32;
+    int no_shortlist = 0;
     static const struct option opts[] = {{"input", 1, 0, 'i'}, {"output", 1, 0, 'o'}, {"forced", 1, 0, 'f'},
                                          {"beam", 1, 0, 'b'}, {"batch-size", 1, 0, 'B'}, {"threads", 1, 0, 't'},
-                                         {"workers", 1, 0, 'w'}, {"precision", 1, 0, 'p'}, {0, 0, 0, 0}};
+                                         {"workers", 1, 0, 'w'}, {"precision", 1, 0, 'p'},
+                                         {"no-shortlist", 0, 0, 'S'}, {0, 0, 0, 0}};
     const char *input = NULL, *output = NULL;
     int forced = -1, beam = 4, batch = 32, threads = 1, workers = 0, c;
     while ((c = getopt_long(argc, argv, "i:o:b:", opts, NULL)) != -1) {
@@ -145,6 +147,7 @@ int main(int argc, char **argv) {
         case 'B': batch = atoi(optarg); break;
         case 't': threads = atoi(optarg); break;
         case 'w': workers = atoi(optarg); break;
+        case 'S': no_shortlist = 1; break;
         case 'p':
             precision = !strcmp(optarg, "bf16") ? DMT_PRECISION_BF16
                         : !strcmp(optarg, "int8") ? DMT_PRECISION_INT8 : DMT_PRECISION_F32;
@@ -154,14 +157,14 @@ int main(int argc, char **argv) {
     }
     if (optind != argc - 1 || !input || batch < 1 || threads < 1) {
         fprintf(stderr, "usage: bench_beam MODEL_DIR -i SRC.ids [-o HYP.ids] [--forced ID] [--beam K] "
-                        "[--batch-size N] [--threads N] [--workers W] [--precision f32|bf16|int8]\n");
+                        "[--batch-size N] [--threads N] [--workers W] [--precision f32|bf16|int8] [--no-shortlist]\n");
         return 2;
     }
     if (workers < 1) workers = threads;
     dmt_kernels_set_threads(threads / workers > 0 ? threads / workers : 1);
     char err[512], mem_load[200], mem_end[200];
     double t0 = now();
-    dmt_model *m = dmt_model_load(argv[optind], (dmt_load_options){.ids_only = 1, .precision = precision}, err,
+    dmt_model *m = dmt_model_load(argv[optind], (dmt_load_options){.ids_only = 1, .precision = precision, .no_shortlist = no_shortlist}, err,
                                   sizeof err);
     if (!m) { fprintf(stderr, "bench_beam: %s\n", err); return 1; }
     double load_s = now() - t0;

@@ -8,7 +8,10 @@ deepmt with one worker and N BLAS threads, the way PyTorch uses its threads.
 Where the CPU has AVX-512 BF16, `deepmt-bf16` (--precision bf16) runs as well;
 `deepmt-int8` (--precision int8) always. The kernel levels: `deepmt-generic`
 (DEEPMT_ISA=generic: OpenBLAS sgemm, what CPUs without AVX2 run) and, when the CPU
-has more than AVX2, `deepmt-avx2` (DEEPMT_ISA=avx2). `vs deepmt` is the median over
+has more than AVX2, `deepmt-avx2` (DEEPMT_ISA=avx2). Every row but these scores the whole
+vocabulary (--no-shortlist); where the model directory has a shortlist.bin,
+`deepmt-shortlist` (F32) and `deepmt-int8-shortlist` (int8, what `serve` runs by
+default) score only each sentence's candidate pieces. `vs deepmt` is the median over
 rounds of each engine's tokens/s over deepmt F32's in the same round; the targets
 table puts the ratios the kernels are aimed at side by side.
 Agreement: the translations line by line, and (once, on token ids) bench_beam's
@@ -38,12 +41,14 @@ def prepare_input(shared, out, n_b1, n_full=None):
     return src, full, b1
 
 
-def run_deepmt(build, model, inp, out, threads, batch, workers=None, precision=None, isa=None):
+def run_deepmt(build, model, inp, out, threads, batch, workers=None, precision=None, isa=None, shortlist=False):
     cmd = [os.path.join(build, "deepmt"), "translate", "-m", model, "--target", "de", "--beam", "4",
            "--batch-size", batch, "--threads", threads, "--batching", "whole", "-i", inp, "-o", out]
     if workers:
         cmd += ["--workers", workers]
     cmd += ["--precision", precision or "f32"]  # the baseline is F32, whatever the model vouches for
+    if not shortlist:  # the baseline scores the whole vocabulary, as PyTorch does
+        cmd += ["--no-shortlist"]
     r = run(cmd, env={"DEEPMT_ISA": isa} if isa else None)
     m = SUMMARY.search(r["err"])
     if not m:
@@ -110,12 +115,15 @@ def bench(cfg):
     levels = ["deepmt-generic"] + (["deepmt-avx2"] if level not in ("avx2", "generic") else [])
     variants = {"deepmt-1worker": {"workers": 1}, "deepmt-bf16": {"precision": "bf16"},
                 "deepmt-int8": {"precision": "int8"}, "deepmt-generic": {"isa": "generic"},
-                "deepmt-avx2": {"isa": "avx2"}}
+                "deepmt-avx2": {"isa": "avx2"}, "deepmt-shortlist": {"shortlist": True},
+                "deepmt-int8-shortlist": {"precision": "int8", "shortlist": True}}
+    shortlisted = ["deepmt-shortlist", "deepmt-int8-shortlist"] \
+        if os.path.isfile(os.path.join(cfg["model"], "shortlist.bin")) else []
     targets = []
     for threads in cfg["threads"]:
         for batch, inp in ((32, full), (1, b1)):
             engines = ["deepmt"] + ([] if cfg.get("no_pytorch") else ["pytorch"]) + (["deepmt-1worker"] if threads > 1 and batch > 1 and not cfg.get("no_pytorch") else []) + \
-                (["deepmt-bf16"] if with_bf16 else []) + ["deepmt-int8"] + levels
+                (["deepmt-bf16"] if with_bf16 else []) + ["deepmt-int8"] + levels + shortlisted
             runs = {e: [] for e in engines}
             agree = {}
             for r in range(cfg["rounds"]):
@@ -166,6 +174,9 @@ def bench(cfg):
                 return median([x["tokens_per_s"] / y["tokens_per_s"] for x, y in zip(runs[a], runs[b])])
             targets.append([threads, batch, "int8 / F32", f"{per_round('deepmt-int8', 'deepmt'):.2f}x",
                             "1.9x" if batch > 1 else "2.5x"])
+            if shortlisted:  # what `serve` runs by default (int8 with the shortlist) over F32 without
+                targets.append([threads, batch, "int8 + shortlist / F32",
+                                f"{per_round('deepmt-int8-shortlist', 'deepmt'):.2f}x", "3x" if batch > 1 else "4x"])
             avx2 = "deepmt-avx2" if "deepmt-avx2" in runs else "deepmt" if level == "avx2" else None
             if avx2:
                 targets.append([threads, batch, "avx2 F32 / generic (OpenBLAS) F32",
@@ -184,7 +195,8 @@ def bench(cfg):
         de_id = next(l["id"] for l in json.load(f)["languages"] if l["code"] == "de")
     ids = os.path.join(out, "deepmt.ids")
     r = run([os.path.join(cfg["build"], "bench", "bench_beam"), cfg["model"], "-i", os.path.join(out, "src.ids"),
-             "-o", ids, "--forced", de_id, "--beam", "4", "--batch-size", "32", "--threads", cfg["threads"][0]])
+             "-o", ids, "--forced", de_id, "--beam", "4", "--batch-size", "32", "--threads", cfg["threads"][0],
+             "--no-shortlist"])
     bb = last_json(r["out"])
     same, total = agreement(ids, os.path.join(out, "pytorch.ids"))
     hyps = open(ids).read().splitlines()

@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "model/gemm.h"
 #include "model/model.h"
+#include "model/shortlist.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -75,6 +76,9 @@ int cmd_inspect(int argc, char **argv) {
     dmt_precision p = dmt_precision_choose(c, m->kernels, m->precision == DMT_PRECISION_INT8, why, sizeof why);
     printf("precision auto:   %s (%s)\n", dmt_precision_name(p), why);
     printf("tokenizer:        %s\n", tok ? "sentencepiece.model ok" : err);
+    char sl[160];
+    printf("shortlist:        %s%s\n", m->shortlist ? "shortlist.bin: " : "none (every step scores the whole vocabulary)",
+           m->shortlist ? dmt_shortlist_describe(m->shortlist, sl, sizeof sl) : "");
     dmt_tokenizer_free(tok);
     dmt_model_free(m);
     return 0;

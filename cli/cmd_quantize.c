@@ -5,7 +5,7 @@
  * I8 [out, in] plus "<name>_scale", F32 [out]: per output row, symmetric,
  * W[j][k] ~ scale[j] * byte (dmt_quantize_row, the rule the loader uses to quantise
  * at load with --precision int8). Biases, norms and positions are copied as they
- * are. config.json and sentencepiece.model are copied. docs/model-format.md.
+ * are. config.json, sentencepiece.model and shortlist.bin (when there) are copied. docs/model-format.md.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -166,7 +166,8 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(f, "usage: deepmt quantize [-m] IN_DIR OUT_DIR\n"
                    "  writes OUT_DIR/{config.json, model.safetensors, sentencepiece.model}: the model with int8\n"
                    "  weight matrices and per-row F32 scales (docs/model-format.md); about a quarter of the F32\n"
-                   "  size. It runs int8 products (as --precision int8 does with the F32 model).\n");
+                   "  size. It runs int8 products (as --precision int8 does with the F32 model). A shortlist.bin\n"
+                   "  is copied too.\n");
         return prc > 0 ? 0 : 2;
     }
     const char *in = a.model[0] ? a.model : pos[0], *outdir = pos[n_pos - 1];
@@ -203,11 +204,11 @@ int cmd_quantize(int argc, char **argv) {
     if (rc) unlink(tmp);
     long long in_bytes = (long long)dmt_st_file_size(st);
     dmt_st_close(st);
-    static const char *const copied[] = {"config.json", "sentencepiece.model"};
-    for (int i = 0; !rc && i < 2; i++) {
+    static const char *const copied[] = {"config.json", "sentencepiece.model", "shortlist.bin"};
+    for (int i = 0; !rc && i < 3; i++) {
         snprintf(src, sizeof src, "%s/%s", in, copied[i]);
         snprintf(dst, sizeof dst, "%s/%s", outdir, copied[i]);
-        if (i == 1 && access(src, R_OK)) continue; /* ids-only models have no tokenizer */
+        if (i > 0 && access(src, R_OK)) continue; /* optional: ids-only models have no tokenizer */
         rc = copy_file(src, dst, err, sizeof err);
     }
     if (rc) {

@@ -140,9 +140,10 @@ static void progress(job *J, int final) {
     double sps = dt > 0 ? J->done_lines / dt : 0;
     if (final) {
         char products[64];
-        fprintf(stderr, "%s%d sentences in %.1f s: %.1f sentences/s, %.1f target tokens/s (%s products: %s)\n",
+        fprintf(stderr, "%s%d sentences in %.1f s: %.1f sentences/s, %.1f target tokens/s (%s products: %s%s)\n",
                 J->tty ? "\r\033[K" : "", J->done_lines, dt, sps, dt > 0 ? J->done_tokens / dt : 0,
-                dmt_gemm_describe(J->m->kernels, J->m->layout, products, sizeof products), J->m->precision_reason);
+                dmt_gemm_describe(J->m->kernels, J->m->layout, products, sizeof products), J->m->precision_reason,
+                J->m->shortlist ? "; vocabulary shortlist" : "");
     } else {
         fprintf(stderr, "%s%d/%d sentences, %.1f sentences/s%s", J->tty ? "\r\033[K" : "", J->done_lines,
                 J->total_lines, sps, J->tty ? "" : "\n");
@@ -355,7 +356,7 @@ static void list_languages(const dmt_config *c) {
 typedef struct {
     char model[4096], target[64], input[4096], output[4096], format[8];
     int beam, nbest, scores, alignments, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
-    int batching, no_split, html;
+    int batching, no_split, html, no_shortlist;
     const char *file;          /* a document to translate (positional) */
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
@@ -405,6 +406,7 @@ static const dmt_option options[] = {
     DMT_OPTION_WORKERS(F(workers)),
     DMT_OPTION_BATCHING(F(batching)),
     DMT_OPTION_PRECISION(F(precision)),
+    DMT_OPTION_NO_SHORTLIST(F(no_shortlist)),
     {"no-split", 0, DMT_OPT_FLAG, F(no_split), 0, 0, 0, "", "one line, one sentence: translate each line whole "
      "(for test sets aligned by line; a line too long for the model is still cut)", DMT_OPT_NO_ENV, NULL},
     {"quiet", 'q', DMT_OPT_FLAG, F(quiet), 0, 0, 0, "", "no progress or summary on stderr", DMT_OPT_NO_ENV, NULL},
@@ -700,7 +702,7 @@ int cmd_translate(int argc, char **argv) {
      * min(threads, 4) workers by default, threads / workers BLAS threads each. */
     int workers, blas;
     dmt_options_threads(a.threads, a.workers, &workers, &blas);
-    dmt_pool_options po = {workers, blas, a.batch_size, a.precision, a.batching == 1};
+    dmt_pool_options po = {workers, blas, a.batch_size, a.precision, a.batching == 1, a.no_shortlist};
     dmt_pool *pool = dmt_pool_open(a.model, po, err, sizeof err);
     if (!pool) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
     const dmt_model *m = dmt_pool_model(pool);

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/shortlist.h"
+
 dmt_beam_options dmt_beam_options_default(const dmt_config *cfg) {
     const dmt_decoding_defaults *d = &cfg->decoding;
     return (dmt_beam_options){.beam_size = d->beam_size,
@@ -104,6 +106,11 @@ typedef struct {
     cand *lists;                /* [k][2k+1] each beam's best candidates */
     int *count, *head;          /* [k] list lengths, merge positions */
     cand *merged;               /* [2k+1] the step's best candidates, in order */
+    /* vocabulary shortlist (model/shortlist.h): vocab NULL when the model has none */
+    dmt_vocab *vocab;
+    int n_cols;                 /* length of a log-prob row: V, or the pieces scored */
+    const int32_t *cols;        /* [n_cols] the piece of each row entry; NULL: entry = piece */
+    const int32_t *col_of;      /* [V] the entry of each piece, -1 when not scored; NULL with cols */
 } search;
 
 static void search_free(search *S) {
@@ -111,6 +118,27 @@ static void search_free(search *S) {
                    S->active, S->hist[0], S->hist[1], S->ahist[0], S->ahist[1], S->cum[0], S->cum[1], S->feed, S->parent,
                    S->lists, S->count, S->head, S->merged};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+    dmt_vocab_free(S->vocab);
+    S->vocab = NULL;
+}
+
+/* Restricts the state's vocabulary to what the sentences in the batch need (a
+ * shortlist), before a decoder step; 0, or -1 out of memory. */
+static int sync_vocab(search *S, dmt_state *st) {
+    S->n_cols = S->V;
+    S->cols = S->col_of = NULL;
+    if (!S->vocab) return 0;
+    if (dmt_vocab_sync(S->vocab, st)) return -1;
+    S->cols = dmt_vocab_cols(S->vocab, &S->n_cols, &S->col_of);
+    return 0;
+}
+
+/* The row entry of piece tok, -1 when this step does not score it. */
+static int entry_of(const search *S, int tok) { return S->col_of ? S->col_of[tok] : tok; }
+
+static void ban(const search *S, float *row, int tok) {
+    int e = entry_of(S, tok);
+    if (e >= 0) row[e] = -INFINITY;
 }
 
 /* floor(a * src_len + b), capped by the positions left after the prefix, at least 1. */
@@ -133,7 +161,7 @@ static int search_init(search *S, dmt_state *st, const dmt_model *m, int n, cons
     S->o = *o;
     S->n = n;
     S->k = o->beam_size;
-    S->V = c->vocab_size;
+    S->V = S->n_cols = c->vocab_size;
     size_t k = (size_t)S->k, rows = (size_t)n * k;
     S->plen = malloc((size_t)n * sizeof *S->plen);
     S->max_len = malloc((size_t)n * sizeof *S->max_len);
@@ -204,8 +232,9 @@ static void mask_repeats(const search *S, float *row, const int32_t *hist, int g
         const int32_t *unit = hist + g - p;
         int c = 1;
         while (c < R && memcmp(hist + g - (c + 1) * p, unit, (size_t)p * sizeof *unit) == 0) c++;
-        if (c < R || row[unit[0]] == -INFINITY) continue;
-        if (!has_run(src, n_src, unit, p, R + 1)) row[unit[0]] = -INFINITY;
+        int e = entry_of(S, unit[0]);
+        if (c < R || e < 0 || row[e] == -INFINITY) continue;
+        if (!has_run(src, n_src, unit, p, R + 1)) row[e] = -INFINITY;
     }
 }
 
@@ -214,21 +243,22 @@ static void mask_repeats(const search *S, float *row, const int32_t *hist, int g
  * hist[0..g). */
 static void mask_row(const search *S, float *row, const int32_t *hist, int g, int t, int i) {
     const dmt_config *c = &S->m->cfg;
-    if (c->pad_id != c->eos_id) row[c->pad_id] = -INFINITY;
-    if (c->bos_id != c->eos_id) row[c->bos_id] = -INFINITY;
-    if (t <= S->o.min_len) row[c->eos_id] = -INFINITY;
+    if (c->pad_id != c->eos_id) ban(S, row, c->pad_id);
+    if (c->bos_id != c->eos_id) ban(S, row, c->bos_id);
+    if (t <= S->o.min_len) ban(S, row, c->eos_id);
     if (S->o.max_repeats > 0) mask_repeats(S, row, hist, g, i);
     int ng = S->o.no_repeat_ngram_size;
     if (ng <= 0 || g < ng - 1) return;
     const int32_t *tail = hist + g - (ng - 1);
     for (int j = 0; j + ng - 1 < g; j++)
-        if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) row[hist[j + ng - 1]] = -INFINITY;
+        if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) ban(S, row, hist[j + ng - 1]);
 }
 
 /* The best `cap` candidates of one beam into top[] (best first); their count.
- * Tokens are scanned in increasing order, so an equal score never displaces. */
+ * Tokens are scanned in increasing order (a shortlist's entries are ascending too),
+ * so an equal score never displaces. */
 static int row_candidates(const search *S, cand *top, const float *row, float cum, int beam, int cap) {
-    int n = 0, V = S->V;
+    int n = 0, V = S->n_cols;
     for (int v0 = 0; v0 < V; v0 += 16) {
         int end = v0 + 16 < V ? v0 + 16 : V;
         if (n == cap) { /* once the list is full, whole blocks of 16 lose: test them in SIMD */
@@ -244,7 +274,7 @@ static int row_candidates(const search *S, cand *top, const float *row, float cu
             if (n == cap && !(sc > top[n - 1].score)) continue;
             int p = n < cap ? n++ : cap - 1;
             while (p > 0 && top[p - 1].score < sc) { top[p] = top[p - 1]; p--; }
-            top[p] = (cand){sc, v, beam};
+            top[p] = (cand){sc, S->cols ? S->cols[v] : v, beam};
         }
     }
     return n;
@@ -288,7 +318,7 @@ static void add_to_pool(search *S, int i, const int32_t *tokens, const int32_t *
 /* One generation step of active sentence a (sentence i), generating token t. Writes
  * its next beams to rows na*k.. of the other buffer; 1 when the sentence stopped. */
 static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
-    int k = S->k, V = S->V, eos = S->m->cfg.eos_id, nxt = !cur;
+    int k = S->k, eos = S->m->cfg.eos_id, nxt = !cur;
     size_t L = (size_t)S->L, r0 = (size_t)a * S->width, w0 = (size_t)na * k;
     for (int j = 0; j < k; j++) {
         size_t r = r0 + j;
@@ -296,7 +326,8 @@ static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
         if (j >= S->width) continue;      /* narrow layout: beam 0 only */
         float cum = S->cum[cur][r];
         if (!(cum > -INFINITY)) continue; /* empty slot */
-        float *row = S->lp + r * V;
+        float *row = S->lp + r * S->n_cols;
+        if (S->vocab) dmt_vocab_row(S->vocab, i, row);
         mask_row(S, row, S->hist[cur] + r * L, t - 1, t, i);
         S->count[j] = row_candidates(S, S->lists + (size_t)j * (2 * k + 1), row, cum, j, 2 * k + 1);
     }
@@ -433,6 +464,7 @@ static int drop_cancelled(search *S, dmt_state *st, int n_act, int cur, dmt_nbes
         int i = S->active[a];
         if (ctl->cancelled(ctl->arg, i)) {
             dmt_nbest_clear(&out[i]);
+            if (S->vocab) dmt_vocab_leave(S->vocab, i);
             continue;
         }
         keep_rows(S, cur, a, na, w);
@@ -461,6 +493,9 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
     int init_failed = search_init(&S, st, m, n, src_len, forced, opt);
     S.src = src;
     S.src_len = src_len;
+    dmt_state_restrict_vocab(st, 0, NULL, 0);
+    if (!init_failed && m->shortlist && !(S.vocab = dmt_vocab_new(m->shortlist, n))) init_failed = 1;
+    for (int i = 0; S.vocab && i < n; i++) dmt_vocab_join(S.vocab, i, forced ? forced[i] : -1, src[i], src_len[i]);
     if (init_failed || alloc_outputs(&S, out)) {
         snprintf(err, errlen, "out of memory for beam search over %d sentences x %d beams", n, k);
         goto done;
@@ -474,6 +509,10 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
     for (int s = 0; n_act > 0; s++) {
         if ((n_act = drop_cancelled(&S, st, n_act, cur, out)) == 0) break;
         fill_feed(&S, n_act, s, cur);
+        if (sync_vocab(&S, st)) {
+            snprintf(err, errlen, "out of memory for the shortlist's output projection");
+            goto done;
+        }
         if (dmt_decode_step(st, S.feed, S.lp)) {
             snprintf(err, errlen, "beam search: decoder step %d failed", s);
             goto done;
@@ -495,6 +534,7 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
             }
             if (step_sentence(&S, a, i, s - S.plen[i] + 2, cur, na)) {
                 finish_sentence(&S, i, &out[i]);
+                if (S.vocab) dmt_vocab_leave(S.vocab, i);
                 if (opt->control && opt->control->finished) opt->control->finished(opt->control->arg, i);
             } else {
                 S.active[na++] = i;
@@ -508,6 +548,7 @@ int dmt_beam_search(dmt_state *st, int n, const int32_t *const *src, const int *
     rc = 0;
 done:
     if (rc) for (int i = 0; i < n; i++) dmt_nbest_clear(&out[i]);
+    dmt_state_restrict_vocab(st, 0, NULL, 0);
     search_free(&S);
     return rc;
 }
@@ -538,6 +579,7 @@ void dmt_beam_session_free(dmt_beam_session *b) {
         if (b->out) dmt_nbest_clear(&b->out[i]);
     }
     if (b->st && dmt_cont_hyps(b->st) > 0) dmt_cont_reorder(b->st, 0, NULL);
+    if (b->st) dmt_state_restrict_vocab(b->st, 0, NULL, 0);
     search_free(&b->S);
     free(b->pos); free(b->tag); free(b->src_id); free(b->used); free(b->cancel); free(b->out); free(b->done);
     free(b->src_ids); free(b->src_rows); free(b->src_lens);
@@ -557,7 +599,7 @@ dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *op
     S->o.control = NULL;
     S->n = b->cap = max_sentences;
     S->k = opt->beam_size;
-    S->V = m->cfg.vocab_size;
+    S->V = S->n_cols = m->cfg.vocab_size;
     S->L = m->cfg.max_positions;
     S->width = S->k;
     b->st = st;
@@ -596,6 +638,8 @@ dmt_beam_session *dmt_beam_session_new(dmt_state *st, const dmt_beam_options *op
     for (size_t i = 0; b->src_ids && b->src_rows && i < n; i++) b->src_rows[i] = b->src_ids + i * L;
     S->src = (const int32_t *const *)b->src_rows;
     S->src_len = b->src_lens;
+    dmt_state_restrict_vocab(st, 0, NULL, 0);
+    if (m->shortlist && !(S->vocab = dmt_vocab_new(m->shortlist, b->cap))) goto oom;
     if (!b->src_ids || !b->src_rows || !b->src_lens || !S->plen || !S->max_len || !S->prefix || !S->n_pool || !S->n_fin || !S->pool || !S->pool_tok || !S->pool_al || !S->gap ||
         !S->active || !S->feed || !S->parent || !S->lists || !S->count || !S->head || !S->merged || !S->hist[0] ||
         !S->hist[1] || !S->ahist[0] || !S->ahist[1] || !S->cum[0] || !S->cum[1] || !b->pos || !b->tag || !b->src_id || !b->used || !b->cancel ||
@@ -655,6 +699,7 @@ int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src
         S->gap[i] = INFINITY;
         memcpy(b->src_ids + (size_t)i * S->L, src[q], (size_t)src_len[q] * sizeof *src[q]);
         b->src_lens[i] = src_len[q];
+        if (S->vocab) dmt_vocab_join(S->vocab, i, S->prefix[2 * i + 1], src[q], src_len[q]);
         *o = (dmt_nbest){0};
         o->hyps = calloc((size_t)S->o.nbest, sizeof *o->hyps);
         for (int r = 0; o->hyps && r < S->o.nbest; r++) {
@@ -664,7 +709,10 @@ int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src
             if (!o->hyps[r].tokens || !o->hyps[r].align) break;
         }
         if (!o->hyps || o->n < S->o.nbest || !o->hyps[S->o.nbest - 1].align || !o->hyps[S->o.nbest - 1].tokens) {
-            for (int z = 0; z <= q; z++) dmt_nbest_clear(&b->out[slot[z]]);
+            for (int z = 0; z <= q; z++) {
+                dmt_nbest_clear(&b->out[slot[z]]);
+                if (S->vocab) dmt_vocab_leave(S->vocab, slot[z]);
+            }
             for (int z = 0; z < n; z++) dmt_cont_release_source(b->st, ids[z]);
             snprintf(err, errlen, "out of memory");
             goto done;
@@ -675,7 +723,11 @@ int dmt_beam_session_admit(dmt_beam_session *b, int n, const int32_t *const *src
         }
     }
     if (dmt_cont_add_hyps(b->st, n * k, hyp_src, err, errlen)) {
-        for (int z = 0; z < n; z++) { dmt_nbest_clear(&b->out[slot[z]]); dmt_cont_release_source(b->st, ids[z]); }
+        for (int z = 0; z < n; z++) {
+            dmt_nbest_clear(&b->out[slot[z]]);
+            dmt_cont_release_source(b->st, ids[z]);
+            if (S->vocab) dmt_vocab_leave(S->vocab, slot[z]);
+        }
         goto done;
     }
     for (int q = 0; q < n; q++) {
@@ -697,6 +749,7 @@ done:
  * take when it finished). */
 static void session_leave(dmt_beam_session *b, int i) {
     if (b->src_id[i] >= 0) dmt_cont_release_source(b->st, b->src_id[i]);
+    if (b->S.vocab) dmt_vocab_leave(b->S.vocab, i);
     b->src_id[i] = -1;
     b->cancel[i] = 0;
 }
@@ -735,6 +788,7 @@ int dmt_beam_session_step(dmt_beam_session *b, char *err, size_t errlen) {
         }
     }
     S->lp = dmt_state_logits(b->st, (size_t)b->n_act * k * S->V);
+    if (sync_vocab(S, b->st)) goto oom;
     if (!S->lp || dmt_cont_step(b->st, S->feed, S->lp)) {
         snprintf(err, errlen, "beam session: decoder step failed");
         return -1;

@@ -53,6 +53,14 @@ struct dmt_state {
     int align_layer;
     int *align, align_cap;       /* [align_cap >= hypotheses] */
     fbuf align_sum;              /* [max_positions] */
+    /* vocabulary restriction (dmt_state_restrict_vocab): the output projection's
+     * columns of the vocab_n pieces steps score, gathered into vocab_buf */
+    int vocab_n;                 /* 0: the whole vocabulary */
+    int vocab_raw;               /* 1: steps write logits, not log-probabilities */
+    dmt_linear vocab_proj;
+    void *vocab_buf;
+    size_t vocab_buf_bytes;
+    fbuf vocab_bias;
 };
 
 /* Continuous decoding (forward.h "continuous decoding"). The slot pool is
@@ -106,6 +114,8 @@ void dmt_state_free(dmt_state *s) {
     free(s->history);
     free(s->history_tmp);
     free(s->align);
+    free(s->vocab_buf);
+    free(s->vocab_bias.p);
     struct cont *c = s->cont;
     if (c) {
         for (int i = 0; i < c->n_src; i++) { free(c->src[i].k); free(c->src[i].v); }
@@ -120,6 +130,35 @@ void dmt_state_free(dmt_state *s) {
 const dmt_model *dmt_state_model(const dmt_state *s) { return s->m; }
 
 float *dmt_state_logits(dmt_state *s, size_t floats) { return fbuf_reserve(&s->logits, floats) ? NULL : s->logits.p; }
+
+int dmt_state_restrict_vocab(dmt_state *s, int n, const int32_t *ids, int raw) {
+    const dmt_linear *full = &s->m->output_projection;
+    s->vocab_n = 0;
+    s->vocab_raw = raw;
+    if (n <= 0 || !ids) return 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= full->out || (i > 0 && ids[i] <= ids[i - 1])) return -1;
+    size_t bytes = dmt_linear_gather_bytes(full, n);
+    if (bytes > s->vocab_buf_bytes) {
+        void *p = NULL;
+        if (posix_memalign(&p, 64, bytes)) return -1;
+        free(s->vocab_buf);
+        s->vocab_buf = p;
+        s->vocab_buf_bytes = bytes;
+    }
+    if (full->bias && fbuf_reserve(&s->vocab_bias, (size_t)n)) return -1;
+    dmt_linear_gather(&s->vocab_proj, s->vocab_buf, s->vocab_bias.p, full, n, ids);
+    s->vocab_n = n;
+    return 0;
+}
+
+int dmt_state_vocab_size(const dmt_state *s) { return s->vocab_n ? s->vocab_n : s->m->cfg.vocab_size; }
+
+/* The decoder's last step: log-probabilities of the scored pieces from x [H][d]. */
+static void output_logprobs(dmt_state *s, float *logprobs, const float *x, int H) {
+    dmt_matmul(logprobs, x, H, s->vocab_n ? &s->vocab_proj : &s->m->output_projection);
+    if (!s->vocab_raw) dmt_log_softmax(logprobs, H, dmt_state_vocab_size(s));
+}
 
 /* Work buffers for `rows` activation rows whose attention spans up to `keys` keys. */
 static int reserve_work(dmt_state *s, size_t rows, size_t score_rows, size_t keys) {
@@ -366,8 +405,7 @@ int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         ffn_block(s, x, H, w, alpha);
     }
     final_norm(&m->decoder, x, H, c);
-    dmt_matmul(logprobs, x, H, &m->output_projection);
-    dmt_log_softmax(logprobs, H, c->vocab_size);
+    output_logprobs(s, logprobs, x, H);
     s->step++;
     return 0;
 }
@@ -566,8 +604,7 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         ffn_block(s, x, H, w, alpha);
     }
     final_norm(&m->decoder, x, H, cfg);
-    dmt_matmul(logprobs, x, H, &m->output_projection);
-    dmt_log_softmax(logprobs, H, cfg->vocab_size);
+    output_logprobs(s, logprobs, x, H);
     for (int h = 0; h < H; h++) c->hyp_len[h]++;
     return 0;
 }

@@ -32,6 +32,18 @@ const dmt_model *dmt_state_model(const dmt_state *s);
  * vocabulary) costs a page fault per 4 KiB on every batch. NULL when out of memory. */
 float *dmt_state_logits(dmt_state *s, size_t floats);
 
+/* Vocabulary restriction (a shortlist, model/shortlist.h): from now on decoder steps
+ * (dmt_decode_step, dmt_cont_step) score only the n pieces ids[] (ascending, distinct,
+ * in the vocabulary) and write rows [hyps][n], entry j of a row being piece ids[j];
+ * n = 0 (or ids NULL): the whole vocabulary again. raw = 1: the rows hold the raw
+ * scores (logits), for a caller that normalises each row over the pieces it allows
+ * (exponentiating only those); 0: log-probabilities over the n pieces. Copies the
+ * output projection's n columns (n x d_model weights). 0, or -1 (bad ids, out of
+ * memory: the restriction is then lifted). */
+int dmt_state_restrict_vocab(dmt_state *s, int n, const int32_t *ids, int raw);
+/* The length of a step's log-probability rows: n of the restriction, or vocab_size. */
+int dmt_state_vocab_size(const dmt_state *s);
+
 /* Encodes n sentences; src[i] holds src_len[i] ids (</s> included, no padding).
  * 0, or -1 with a message (empty sentence, id out of range, too long, out of memory). */
 int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_len, char *err, size_t errlen);
@@ -48,7 +60,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
                      size_t errlen);
 
 /* Feeds tokens[h] to hypothesis h at the next position; writes log-probabilities
- * [n_hyps][vocab] to logprobs. 0, or -1 when max_steps is exhausted or a token is
+ * [n_hyps][dmt_state_vocab_size] to logprobs. 0, or -1 when max_steps is exhausted or a token is
  * out of range. */
 int dmt_decode_step(dmt_state *s, const int32_t *tokens, float *logprobs);
 
@@ -90,7 +102,7 @@ void dmt_cont_release_source(dmt_state *s, int id);
 /* Appends n hypotheses at position 0, hypothesis j reading source src_ids[j]. */
 int dmt_cont_add_hyps(dmt_state *s, int n, const int *src_ids, char *err, size_t errlen);
 /* Feeds tokens[h] to every hypothesis h at its own next position; log-probabilities
- * [hyps][vocab] into logprobs. 0, or -1 (a token out of range, a hypothesis at
+ * [hyps][dmt_state_vocab_size] into logprobs. 0, or -1 (a token out of range, a hypothesis at
  * max_positions, out of memory). */
 int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs);
 /* Hypothesis j continues old hypothesis parent[j], j < n_new (a parent may repeat or

@@ -118,6 +118,54 @@ void dmt_linear_row(const dmt_linear *lin, int j, float *out) {
     }
 }
 
+size_t dmt_linear_gather_bytes(const dmt_linear *src, int n) {
+    size_t b = src->layout == DMT_LAYOUT_ROWS ? (size_t)n * src->in * sizeof(float)
+                                              : dmt_gemm_packed_bytes(src->kernels, src->layout, n, src->in);
+    return (b + 63) / 64 * 64;
+}
+
+void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_linear *src, int n, const int32_t *ids) {
+    int in = src->in;
+    const dmt_kernels *k = src->kernels;
+    *dst = *src;
+    dst->out = n;
+    dst->bias = src->bias ? bias_buf : NULL;
+    for (int i = 0; src->bias && i < n; i++) bias_buf[i] = src->bias[ids[i]];
+    if (src->layout == DMT_LAYOUT_ROWS) {
+        for (int i = 0; i < n; i++)
+            memcpy((float *)buf + (size_t)i * in, src->weight + (size_t)ids[i] * in, (size_t)in * sizeof(float));
+        dst->weight = buf;
+        dst->packed = NULL;
+        return;
+    }
+    memset(buf, 0, dmt_linear_gather_bytes(src, n)); /* the last panel's padding columns */
+    dst->packed = buf;
+    if (src->layout == DMT_LAYOUT_PACKED_F32) {
+        const float *from = src->packed;
+        for (int i = 0; i < n; i++)
+            for (int kk = 0; kk < in; kk++)
+                ((float *)buf)[f32_offset(k->panel_f32, in, i, kk)] = from[f32_offset(k->panel_f32, in, ids[i], kk)];
+    } else if (src->layout == DMT_LAYOUT_PACKED_BF16) {
+        const uint16_t *from = src->packed; /* a pair is 2 adjacent halves: copy pairs */
+        for (int i = 0; i < n; i++)
+            for (int kk = 0; kk < in; kk += 2)
+                memcpy((uint16_t *)buf + bf16_offset(k->panel_f32, in, i, kk),
+                       from + bf16_offset(k->panel_f32, in, ids[i], kk), 2 * sizeof *from);
+    } else {
+        int P = k->panel_i8;
+        const int8_t *from = src->packed; /* a quad is 4 adjacent bytes: copy quads */
+        for (int i = 0; i < n; i++)
+            for (int kk = 0; kk < in; kk += 4)
+                memcpy((int8_t *)buf + i8_offset(P, in, i, kk), from + i8_offset(P, in, ids[i], kk), 4);
+        int32_t *comp = (int32_t *)dmt_i8_comp(dst, P);
+        float *scale = (float *)dmt_i8_scales(dst, P);
+        for (int i = 0; i < n; i++) {
+            comp[i] = dmt_i8_comp(src, P)[ids[i]];
+            scale[i] = dmt_i8_scales(src, P)[ids[i]];
+        }
+    }
+}
+
 void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
     const dmt_kernels *k = lin->kernels;
     dmt_gemm_fn fn = lin->layout == DMT_LAYOUT_PACKED_BF16 ? k->gemm_bf16

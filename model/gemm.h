@@ -53,6 +53,17 @@ void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dm
 /* out[in] = row j of W as the layout holds it (BF16 rounded, INT8 scale x byte). */
 void dmt_linear_row(const dmt_linear *lin, int j, float *out);
 
+/* Bytes dmt_linear_gather needs for n of src's output columns (a multiple of 64). */
+size_t dmt_linear_gather_bytes(const dmt_linear *src, int n);
+
+/* dst = the output columns ids[0..n) of src (each < src->out), in that order, with
+ * src's layout and kernels, its panels written into buf (dmt_linear_gather_bytes,
+ * 64-byte aligned) and its bias, if any, into bias_buf ([n]). Column i of a product
+ * with dst is column ids[i] of the same product with src, bit for bit in the packed
+ * layouts (tests/c/test_gemm.c; OpenBLAS's row layout may round differently). What a
+ * vocabulary shortlist scores (model/shortlist.h). */
+void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_linear *src, int n, const int32_t *ids);
+
 /* What multiplies a layout's products: "generic (OpenBLAS) F32", "avx2 F32",
  * "avx512bf16 BF16", "avx512vnni INT8", ... into buf; for logs and reports. Returns buf. */
 const char *dmt_gemm_describe(const dmt_kernels *k, dmt_weight_layout layout, char *buf, size_t len);

@@ -15,6 +15,7 @@
 #include "base/fault.h"
 #include "model/model.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@
 #include "model/gemm.h"
 #include "model/kernels/kernels.h"
 #include "model/safetensors.h"
+#include "model/shortlist.h"
 #include "tokenizer/tokenizer.h"
 
 typedef struct {
@@ -499,6 +501,17 @@ static int64_t implied_tensors(const dmt_config *c) {
            26 * (int64_t)c->decoder_layers;
 }
 
+/* MODEL_DIR/shortlist.bin when there is one: a file that is there but cannot be
+ * used fails the load (it would silently cost its speed otherwise). */
+static int load_shortlist(dmt_model *m, const char *dir, char *err, size_t errlen) {
+    char path[4096];
+    struct stat sb;
+    if (snprintf(path, sizeof path, "%s/%s", dir, DMT_SHORTLIST_FILE) >= (int)sizeof path) return 0;
+    if (lstat(path, &sb) != 0 && errno == ENOENT) return 0;
+    m->shortlist = dmt_shortlist_load(path, &m->cfg, err, errlen);
+    return m->shortlist ? 0 : -1;
+}
+
 dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, size_t errlen) {
     char path[4096];
     dmt_model *m = dmt_fault_hit() ? NULL : calloc(1, sizeof *m);
@@ -585,6 +598,7 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
         if (!(m->tokenizer = dmt_tokenizer_load(dir, m->cfg.vocab_size, m->cfg.unk_id, err, errlen))) goto fail;
         if (check_languages(m, err, errlen)) goto fail;
     }
+    if (!opts.no_shortlist && load_shortlist(m, dir, err, errlen)) goto fail;
     return m;
 fail_guarded:
     dmt_bus_guard_set(NULL);
@@ -643,6 +657,7 @@ dmt_precision dmt_precision_choose(const dmt_config *cfg, const dmt_kernels *k, 
 void dmt_model_free(dmt_model *m) {
     if (!m) return;
     if (m->tokenizer) dmt_tokenizer_free(m->tokenizer);
+    dmt_shortlist_free(m->shortlist);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     dmt_st_close(m->file);

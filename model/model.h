@@ -14,6 +14,7 @@
 
 struct dmt_tokenizer;
 struct dmt_kernels;
+struct dmt_shortlist;
 
 /* How a linear layer's weight matrix is stored (model/gemm.h). */
 typedef enum {
@@ -81,6 +82,8 @@ typedef struct dmt_model {
     char precision_reason[192];          /* why that one ("config.json vouches: ..."), for ready lines */
     const struct dmt_kernels *kernels;   /* the kernel level it runs (model/kernels/kernels.h) */
     struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
+    struct dmt_shortlist *shortlist;     /* MODEL_DIR/shortlist.bin (model/shortlist.h); NULL when the
+                                            directory has none or the load options turn it off */
     /* load bookkeeping */
     struct dmt_safetensors *file;        /* open during the load only; NULL afterwards */
     void **owned;                        /* widened copies and tables, freed with the model */
@@ -97,6 +100,7 @@ typedef struct {
     dmt_precision precision; /* of the matrix products; BF16 needs AVX-512 BF16; a file
                                 with int8 weights runs INT8 unless BF16 is asked for;
                                 AUTO: dmt_precision_choose */
+    int no_shortlist;  /* 1: ignore MODEL_DIR/shortlist.bin (score the whole vocabulary) */
 } dmt_load_options;
 
 /* "f32", "bf16", "int8" ("auto" for AUTO). */

@@ -28,6 +28,7 @@ static const dmt_option options[] = {
     DMT_OPTION_THREADS(F(threads)),
     DMT_OPTION_WORKERS(F(workers)),
     DMT_OPTION_PRECISION(F(precision)),
+    DMT_OPTION_NO_SHORTLIST(F(no_shortlist)),
     {"http-threads", 0, DMT_OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]", 0, NULL},
     DMT_OPTION_MAX_BATCH_SENTENCES(F(max_batch_sentences)),
     {"max-batch-tokens", 0, DMT_OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",

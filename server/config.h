@@ -19,6 +19,7 @@ typedef struct {
     int workers;             /* --workers: model workers, each with its own state; 0 = min(threads, 4) */
     int blas_threads;        /* per worker: threads / workers (resolved by dmt_server_config_from_args) */
     int precision;           /* --precision: a dmt_precision; AUTO by default */
+    int no_shortlist;        /* --no-shortlist */
     int http_threads;        /* --http-threads: libmicrohttpd thread pool */
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
     int max_batch_tokens;    /* --max-batch-tokens: padded source tokens in one batch */

@@ -93,10 +93,11 @@ static void log_models(const dmt_server_config *cfg, dmt_registry *reg, const ch
     size_t o = 0;
     for (int i = 0; i < set->n && o < sizeof line; i++) {
         const dmt_served *m = set->models[i];
-        o += (size_t)snprintf(line + o, sizeof line - o, "%s%s (%s, %d languages, %s products: %s, loaded in %.2f s)",
+        o += (size_t)snprintf(line + o, sizeof line - o, "%s%s (%s, %d languages, %s products: %s%s, loaded in %.2f s)",
                               i ? "; " : "", m->spec.name, m->spec.dir, m->cfg.n_languages,
                               dmt_gemm_describe(m->model->kernels, m->model->layout, products, sizeof products),
-                              m->model->precision_reason, m->load_seconds);
+                              m->model->precision_reason, m->model->shortlist ? "; vocabulary shortlist" : "",
+                              m->load_seconds);
     }
     dmt_server_log(cfg, "%s: %d model%s: %s", what, set->n, set->n == 1 ? "" : "s", line);
     for (int i = 0; i < set->n_failures; i++)
@@ -209,11 +210,12 @@ static void log_ready(const dmt_server_config *cfg, dmt_registry *reg, double se
     for (int i = 0; i < set->n && o < sizeof line; i++) {
         const dmt_served *m = set->models[i];
         const char *p = dmt_gemm_describe(m->model->kernels, m->model->layout, products, sizeof products);
+        const char *sl = m->model->shortlist ? "; vocabulary shortlist" : "";
         if (set->n == 1)
-            o += (size_t)snprintf(line + o, sizeof line - o, "(%s products: %s)", p, m->model->precision_reason);
+            o += (size_t)snprintf(line + o, sizeof line - o, "(%s products: %s%s)", p, m->model->precision_reason, sl);
         else
-            o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s (%s products: %s)", i ? ", " : "", m->spec.name,
-                                  m->spec.dir, p, m->model->precision_reason);
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s (%s products: %s%s)", i ? ", " : "",
+                                  m->spec.name, m->spec.dir, p, m->model->precision_reason, sl);
     }
     dmt_server_log(cfg, "%s loaded in %.2f s%s%s; ready", set->n == 1 ? "model" : "models", seconds,
                    set->n == 1 ? " " : ": ", line);
@@ -230,7 +232,7 @@ int dmt_server_run(const dmt_server_config *cfg) {
     load_state ls = {.srv = &srv};
     ls.src = (dmt_model_source){.dirs = (const char *const *)cfg->model_dirs, .n_dirs = cfg->n_model_dirs,
                                 .folder = cfg->models_folder[0] ? cfg->models_folder : NULL,
-                                .precision = cfg->precision};
+                                .precision = cfg->precision, .no_shortlist = cfg->no_shortlist};
     if (check_models(cfg, &ls.src, &srv.model_cfg, &max_positions)) return 1;
     if (pipe2(signal_pipe, O_CLOEXEC | O_NONBLOCK)) {
         perror("deepmt serve: pipe");

@@ -56,7 +56,7 @@ for isa in generic avx2 avxvnni avx512 avx512vnni avx512bf16 amx; do
         fi
         how=", emulated"
     fi
-    for t in "$BUILD"/tests/test_ops "$BUILD"/tests/test_golden "$BUILD"/tests/test_beam "$BUILD"/tests/test_checkpoint; do
+    for t in "$BUILD"/tests/test_ops "$BUILD"/tests/test_golden "$BUILD"/tests/test_beam "$BUILD"/tests/test_shortlist "$BUILD"/tests/test_checkpoint; do
         [ -x "$t" ] && run_one "$t (DEEPMT_ISA=$isa$how)" env DEEPMT_ISA=$isa "$t"
     done
 done

@@ -33,7 +33,7 @@ dmt_pool *dmt_pool_open(const char *model_dir, dmt_pool_options o, char *err, si
     char named[1100];
     snprintf(named, sizeof named, "model=%s", model_dir);
     const char *dirs[1] = {named};
-    dmt_model_source src = {.dirs = dirs, .n_dirs = 1, .precision = o.precision};
+    dmt_model_source src = {.dirs = dirs, .n_dirs = 1, .precision = o.precision, .no_shortlist = o.no_shortlist};
     p->metrics = dmt_metrics_new();
     p->registry = dmt_registry_new();
     if (!p->metrics || !p->registry) {

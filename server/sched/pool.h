@@ -15,6 +15,7 @@ typedef struct {
     int batch_sentences;       /* sentences in a batch (running at once, continuous) */
     int precision;             /* a dmt_precision */
     int continuous;            /* iteration-level batching; 0: whole batches */
+    int no_shortlist;          /* 1: ignore the model directory's shortlist.bin */
 } dmt_pool_options;
 
 typedef struct dmt_pool dmt_pool;

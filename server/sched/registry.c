@@ -34,8 +34,8 @@ static void base_name(const char *dir, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)(len - start), dir + start);
 }
 
-static int add_spec(dmt_model_spec *specs, int n, const char *name, const char *dir, int precision, char *err,
-                    size_t errlen) {
+static int add_spec(dmt_model_spec *specs, int n, const char *name, const char *dir, int precision, int no_shortlist,
+                    char *err, size_t errlen) {
     if (n >= DMT_MAX_MODELS) {
         snprintf(err, errlen, "more than %d models", DMT_MAX_MODELS);
         return -1;
@@ -60,6 +60,7 @@ static int add_spec(dmt_model_spec *specs, int n, const char *name, const char *
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     s->precision = precision;
+    s->no_shortlist = no_shortlist;
     return 0;
 }
 
@@ -72,9 +73,9 @@ static int parse_precision(const char *s, int *out) {
     return 0;
 }
 
-/* FOLDER/models.json: {"models": [{"name", "dir", "precision"}, ...]} in preference
+/* FOLDER/models.json: {"models": [{"name", "dir", "precision", "shortlist"}, ...]} in preference
  * order; dir defaults to the name and is relative to the folder. */
-static int read_models_json(const char *folder, const char *path, int precision, dmt_model_spec *specs, int n,
+static int read_models_json(const char *folder, const char *path, const dmt_model_source *src, dmt_model_spec *specs, int n,
                             char *err, size_t errlen) {
     char ferr[512];
     size_t len;
@@ -98,7 +99,8 @@ static int read_models_json(const char *folder, const char *path, int precision,
         const char *name = json_string_value(json_object_get(e, "name"));
         const char *dir = json_string_value(json_object_get(e, "dir"));
         const char *prec = json_string_value(json_object_get(e, "precision"));
-        int p = precision;
+        json_t *shortlist = json_object_get(e, "shortlist");
+        int p = src->precision;
         if (!json_is_object(e) || (!name && !dir)) {
             snprintf(err, errlen, "%s: models[%zu] needs a \"name\" or a \"dir\"", path, i);
             goto fail;
@@ -107,12 +109,17 @@ static int read_models_json(const char *folder, const char *path, int precision,
             snprintf(err, errlen, "%s: models[%zu]: precision must be f32, bf16, int8 or auto", path, i);
             goto fail;
         }
+        if (shortlist && !json_is_boolean(shortlist)) {
+            snprintf(err, errlen, "%s: models[%zu]: shortlist must be true or false", path, i);
+            goto fail;
+        }
         char full[1100], nm[DMT_MODEL_NAME_MAX + 1];
         if (!dir) dir = name;
         if (dir[0] == '/') snprintf(full, sizeof full, "%s", dir);
         else snprintf(full, sizeof full, "%s/%s", folder, dir);
         if (!name) base_name(dir, nm, sizeof nm), name = nm;
-        if (add_spec(specs, n, name, full, p, err, errlen)) goto fail;
+        int no_shortlist = shortlist ? json_is_false(shortlist) : src->no_shortlist;
+        if (add_spec(specs, n, name, full, p, no_shortlist, err, errlen)) goto fail;
         n++;
     }
     json_decref(root);
@@ -127,7 +134,8 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* Every subfolder of folder with a config.json, by name. */
-static int scan_folder(const char *folder, int precision, dmt_model_spec *specs, int n, char *err, size_t errlen) {
+static int scan_folder(const char *folder, const dmt_model_source *src, dmt_model_spec *specs, int n, char *err,
+                       size_t errlen) {
     DIR *d = opendir(folder);
     if (!d) {
         snprintf(err, errlen, "--models %s: %s", folder, strerror(errno));
@@ -142,7 +150,7 @@ static int scan_folder(const char *folder, int precision, dmt_model_spec *specs,
         snprintf(dir, sizeof dir, "%s/%s", folder, de->d_name);
         snprintf(cfg, sizeof cfg, "%s/config.json", dir);
         if (stat(cfg, &st) != 0 || !S_ISREG(st.st_mode)) continue;
-        if (add_spec(specs, n, de->d_name, dir, precision, err, errlen)) {
+        if (add_spec(specs, n, de->d_name, dir, src->precision, src->no_shortlist, err, errlen)) {
             closedir(d);
             return -1;
         }
@@ -165,15 +173,15 @@ int dmt_model_list_read(const dmt_model_source *src, dmt_model_spec *specs, char
         } else {
             base_name(arg, name, sizeof name);
         }
-        if (add_spec(specs, n, name, dir, src->precision, err, errlen)) return -1;
+        if (add_spec(specs, n, name, dir, src->precision, src->no_shortlist, err, errlen)) return -1;
         n++;
     }
     if (src->folder && *src->folder) {
         char path[1100];
         struct stat st;
         snprintf(path, sizeof path, "%s/models.json", src->folder);
-        n = stat(path, &st) == 0 ? read_models_json(src->folder, path, src->precision, specs, n, err, errlen)
-                                 : scan_folder(src->folder, src->precision, specs, n, err, errlen);
+        n = stat(path, &st) == 0 ? read_models_json(src->folder, path, src, specs, n, err, errlen)
+                                 : scan_folder(src->folder, src, specs, n, err, errlen);
         if (n < 0) return -1;
         if (n == 0) {
             snprintf(err, errlen, "--models %s: no model directories in it (folders with a config.json)",
@@ -204,13 +212,16 @@ int dmt_served_has(const dmt_served *m, const char *code) {
 /* The files a model is made of, as they are on disk now: a reload reloads a model
  * whose files changed (a new export over the old one). 0 when one cannot be read. */
 static unsigned long long files_identity(const char *dir) {
-    static const char *const files[] = {"config.json", "model.safetensors", "sentencepiece.model"};
+    static const char *const files[] = {"config.json", "model.safetensors", "sentencepiece.model", "shortlist.bin"};
     unsigned long long h = 1469598103934665603ull;
     for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
         char path[1100];
         struct stat st;
         snprintf(path, sizeof path, "%s/%s", dir, files[i]);
-        if (stat(path, &st) != 0) return 0;
+        if (stat(path, &st) != 0) {
+            if (!strcmp(files[i], "shortlist.bin") && errno == ENOENT) continue; /* optional */
+            return 0;
+        }
         unsigned long long v[5] = {(unsigned long long)st.st_dev, (unsigned long long)st.st_ino,
                                    (unsigned long long)st.st_size, (unsigned long long)st.st_mtim.tv_sec,
                                    (unsigned long long)st.st_mtim.tv_nsec};
@@ -243,7 +254,10 @@ static dmt_served *load_one(const dmt_model_spec *spec, char *err, size_t errlen
     double t0 = dmt_now();
     m->spec = *spec;
     m->identity = files_identity(spec->dir);
-    m->model = dmt_model_load(spec->dir, (dmt_load_options){.precision = (dmt_precision)spec->precision}, err, errlen);
+    m->model = dmt_model_load(spec->dir,
+                              (dmt_load_options){.precision = (dmt_precision)spec->precision,
+                                                 .no_shortlist = spec->no_shortlist},
+                              err, errlen);
     if (m->model && !m->model->tokenizer) {
         snprintf(err, errlen, "%s: the model has no tokenizer (sentencepiece.model)", spec->dir);
         dmt_model_free(m->model);
@@ -351,7 +365,8 @@ static dmt_served *find_same(const dmt_model_set *old, const dmt_model_spec *spe
     for (int i = 0; old && i < old->n; i++) {
         const dmt_served *m = old->models[i];
         if (!strcmp(m->spec.name, spec->name) && !strcmp(m->spec.dir, spec->dir) &&
-            m->spec.precision == spec->precision && m->identity == identity && identity != 0)
+            m->spec.precision == spec->precision && m->spec.no_shortlist == spec->no_shortlist &&
+            m->identity == identity && identity != 0)
             return old->models[i];
     }
     return NULL;

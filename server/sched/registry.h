@@ -33,6 +33,7 @@ typedef struct {
     char name[DMT_MODEL_NAME_MAX]; /* [A-Za-z0-9._-], unique in the list */
     char dir[1024];
     int precision;                 /* a dmt_precision */
+    int no_shortlist;              /* 1: ignore the directory's shortlist.bin */
 } dmt_model_spec;
 
 /* Where the list comes from: dirs given one by one (--model, "NAME=DIR" or DIR),
@@ -42,6 +43,7 @@ typedef struct {
     int n_dirs;
     const char *folder;            /* NULL: none */
     int precision;                 /* the default for every model (--precision) */
+    int no_shortlist;              /* the default for every model (--no-shortlist) */
 } dmt_model_source;
 
 /* Reads the list from src into specs (at most DMT_MAX_MODELS); the count, or -1 with

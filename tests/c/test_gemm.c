@@ -74,6 +74,33 @@ static float operand(size_t row, size_t col) {
     return extreme_operands ? (row == 0 || (row * 7 + col * 3) % 5 < 3 ? 1.0f : -1.0f) : uniform(-1, 1);
 }
 
+/* Output columns gathered into a smaller matrix (dmt_linear_gather: what a
+ * vocabulary shortlist scores) give the bits of those columns in the whole product:
+ * every other column from the last down (any order), and one column. */
+static void check_gather(const dmt_linear *lin, const float *x, int ldx, int n, const float *y_full, int ldy) {
+    int m = 0, *ids = malloc((size_t)lin->out * sizeof *ids);
+    for (int o = lin->out - 1; o >= 0; o -= 2) ids[m++] = o;
+    for (int pass = 0; pass < 2; pass++) {
+        int cols = pass == 0 ? m : 1;
+        size_t bytes = dmt_linear_gather_bytes(lin, cols);
+        void *buf = aligned_alloc(64, bytes);
+        float *bias = malloc((size_t)cols * sizeof *bias), *y = malloc((size_t)n * cols * sizeof *y);
+        dmt_linear g;
+        dmt_linear_gather(&g, buf, bias, lin, cols, ids);
+        dmt_gemm_packed(y, cols, x, ldx, n, &g, 1);
+        int same = g.out == cols && g.layout == lin->layout && (g.bias != NULL) == (lin->bias != NULL);
+        for (int i = 0; same && i < n; i++)
+            for (int j = 0; same && j < cols; j++)
+                same = !memcmp(&y[(size_t)i * cols + j], &y_full[(size_t)i * ldy + ids[j]], sizeof *y);
+        char what[200];
+        snprintf(what, sizeof what, "%s %s n=%d in=%d out=%d: %d columns gathered = those columns, bit for bit",
+                 lin->kernels->name, layout_name(lin->layout), n, lin->in, lin->out, cols);
+        CHECK(same, what);
+        free(buf), free(bias), free(y);
+    }
+    free(ids);
+}
+
 static void check_product(const dmt_kernels *k, dmt_weight_layout layout, int n, int in, int out, int with_bias,
                           int ldx, int ldy) {
     float *x = malloc((size_t)n * ldx * sizeof *x), *w = malloc((size_t)out * in * sizeof *w);
@@ -145,6 +172,7 @@ static void check_product(const dmt_kernels *k, dmt_weight_layout layout, int n,
     snprintf(what, sizeof what, "%s %s n=%d in=%d out=%d: 2 threads give the same bits as 1", k->name, name, n, in,
              out);
     CHECK(!memcmp(y1, y2, (size_t)n * ldy * sizeof *y1), what);
+    check_gather(&lin, x, ldx, n, y1, ldy);
 
     /* rows read back (the tied embedding's path) */
     float *row = malloc((size_t)in * sizeof *row);

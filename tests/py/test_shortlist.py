@@ -1,0 +1,174 @@
+#!/usr/bin/python3
+"""The vocabulary shortlist from the outside: tools/make_shortlist.py, `deepmt
+translate`, `deepmt serve` and models.json.
+
+  - make_shortlist.py build writes a shortlist.bin the engine loads (a copy of
+    models/default, its first 3,000 Multi30k lines a language), the same bytes when
+    run twice, and `deepmt inspect` describes it;
+  - `deepmt translate` on the shipped model: the default scores the shortlist (said
+    on stderr) and gives other translations than --no-shortlist on some of 120
+    Multi30k sentences (so a shortlist that is not read would be seen), every line
+    answered either way;
+  - a shortlist.bin that does not fit the model fails the load with its name, in
+    translate (exit 1) and in serve (no start), and --no-shortlist ignores it;
+  - serve's ready line says "vocabulary shortlist" (not with --no-shortlist), and a
+    models.json "shortlist": false turns it off for that model, a non-boolean is
+    refused naming the key.
+
+Environment: DEEPMT_BIN (build/deepmt), DEEPMT_SHARED (../shared, for Multi30k).
+"""
+
+import gzip
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import tap  # noqa: E402
+from testutil import free_port, repo_path  # noqa: E402
+
+
+def translate(binary, model, lines, *extra):
+    r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "--no-split", "--progress", *extra],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600)
+    return r.stdout.splitlines(), r.stderr, r.returncode
+
+
+def serve_log(binary, args, wait_for=("; ready", "cannot", "error")):
+    """The server's log up to its ready line (or its exit)."""
+    p = subprocess.Popen([binary, "serve", "--port", str(free_port()), "--threads", "1", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    log = ""
+    try:
+        t0 = time.time()
+        while time.time() - t0 < 60:
+            line = p.stdout.readline()
+            if not line:
+                break
+            log += line
+            if any(w in line for w in wait_for):
+                break
+    finally:
+        if p.poll() is None:
+            p.terminate()
+        p.wait(timeout=30)
+    return log, p.returncode
+
+
+def model_copy(tmp, source, name):
+    """tmp/name: config.json copied, the weights and vocabulary linked."""
+    d = os.path.join(tmp, name)
+    os.mkdir(d)
+    shutil.copy(os.path.join(source, "config.json"), d)
+    for f in ("model.safetensors", "sentencepiece.model"):
+        os.symlink(os.path.abspath(os.path.join(source, f)), os.path.join(d, f))
+    return d
+
+
+def main():
+    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
+    source = repo_path("models/default")
+    shared = os.environ.get("DEEPMT_SHARED", os.path.join(REPO, "..", "shared"))
+    m30k = os.path.join(shared, "data", "multi30k")
+    tmp = tempfile.mkdtemp(prefix="deepmt-shortlist-")
+    try:
+        # --- the tool ---------------------------------------------------------
+        if not os.path.isfile(os.path.join(m30k, "train.en.gz")):
+            tap.skip(f"no Multi30k training data under {m30k}: make_shortlist.py build not run")
+        else:
+            built = model_copy(tmp, source, "built")
+            tool = [sys.executable, os.path.join(REPO, "tools", "make_shortlist.py"), "build", built,
+                    "--data", m30k, "--max-pairs", "3000"]
+            digests = []
+            for _ in range(2):
+                r = subprocess.run(tool, capture_output=True, text=True, timeout=600)
+                path = os.path.join(built, "shortlist.bin")
+                digests.append(hashlib.sha256(open(path, "rb").read()).hexdigest() if r.returncode == 0 else None)
+            tap.ok(r.returncode == 0 and digests[0] and digests[0] == digests[1],
+                   "make_shortlist.py build writes shortlist.bin, the same bytes twice",
+                   detail=r.stderr[-800:])
+            inspect = subprocess.run([binary, "inspect", built], capture_output=True, text=True)
+            line = next((ln for ln in inspect.stdout.splitlines() if ln.startswith("shortlist:")), "")
+            tap.ok(inspect.returncode == 0 and "4 target languages" in line,
+                   "deepmt inspect loads and describes the built shortlist", detail=inspect.stdout + inspect.stderr)
+            out, err, rc = translate(binary, built, ["A man is riding a bike.", "Two dogs play in the snow."])
+            tap.ok(rc == 0 and len(out) == 2 and all(out) and "vocabulary shortlist" in err,
+                   "the built shortlist translates", detail=f"{rc} {out} {err[-500:]}")
+
+        # --- translate on the shipped model --------------------------------------
+        if not os.path.isfile(os.path.join(source, "shortlist.bin")):
+            tap.ok(False, "models/default ships a shortlist.bin")
+        path = os.path.join(m30k, "test_2016_flickr.en.gz")
+        if os.path.isfile(path):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                lines = [f.readline().rstrip("\n") for _ in range(120)]
+        else:
+            lines = [json.loads(x)["source"] for x in
+                     open(os.path.join(REPO, "tests", "fixtures", "markup", "en-de.jsonl"), encoding="utf-8")][:120]
+        short, err_s, rc1 = translate(binary, source, lines)
+        full, err_f, rc2 = translate(binary, source, lines, "--no-shortlist")
+        differ = sum(a != b for a, b in zip(short, full))
+        tap.ok(rc1 == rc2 == 0 and len(short) == len(full) == len(lines) and all(short),
+               "translate answers every line with and without the shortlist", detail=f"{rc1} {rc2} {len(short)}")
+        tap.ok(0 < differ < len(lines) // 2,
+               "the shortlist changes some translations, not most (the default reads it)",
+               detail=f"{differ} of {len(lines)} differ")
+        tap.ok("vocabulary shortlist" in err_s and "vocabulary shortlist" not in err_f,
+               "translate's summary says when the shortlist is used", detail=err_s[-300:] + err_f[-300:])
+
+        # --- a shortlist that does not fit -------------------------------------------
+        broken = model_copy(tmp, source, "broken")
+        with open(os.path.join(source, "shortlist.bin"), "rb") as f:
+            blob = bytearray(f.read())
+        blob[8:12] = (12345).to_bytes(4, "little")  # another vocabulary size
+        with open(os.path.join(broken, "shortlist.bin"), "wb") as f:
+            f.write(blob)
+        out, err, rc = translate(binary, broken, ["A dog."])
+        tap.ok(rc == 1 and "shortlist.bin" in err and "vocabulary of 12345" in err,
+               "translate: a shortlist.bin for another vocabulary fails the load, named", detail=f"{rc} {err[-400:]}")
+        out, err, rc = translate(binary, broken, ["A dog."], "--no-shortlist")
+        tap.ok(rc == 0 and len(out) == 1 and out[0], "--no-shortlist ignores the file", detail=f"{rc} {err[-400:]}")
+        log, rc = serve_log(binary, ["-m", broken])
+        tap.ok(rc not in (0, None) and "shortlist.bin" in log and "; ready" not in log,
+               "serve: the same file stops the start, named", detail=log[-600:])
+
+        # --- serve and models.json ------------------------------------------------------
+        log, _ = serve_log(binary, ["-m", source])
+        tap.ok("; ready" in log and "vocabulary shortlist" in log, "serve's ready line says vocabulary shortlist",
+               detail=log[-600:])
+        log, _ = serve_log(binary, ["-m", source, "--no-shortlist"])
+        tap.ok("; ready" in log and "vocabulary shortlist" not in log, "serve --no-shortlist: it does not",
+               detail=log[-600:])
+        folder = os.path.join(tmp, "models")
+        os.mkdir(folder)
+        for name in ("a", "b"):
+            d = model_copy(folder, source, name)
+            shutil.copy(os.path.join(source, "shortlist.bin"), d)
+        with open(os.path.join(folder, "models.json"), "w") as f:
+            json.dump({"models": [{"name": "a"}, {"name": "b", "shortlist": False}]}, f)
+        log, _ = serve_log(binary, ["--models", folder])
+        ready = next((ln for ln in log.splitlines() if "; ready" in ln), "")
+        part_a = ready[ready.find(" a "):ready.find(", b ")] if ", b " in ready else ""
+        part_b = ready[ready.find(", b "):] if ", b " in ready else ""
+        tap.ok("vocabulary shortlist" in part_a and "vocabulary shortlist" not in part_b,
+               "models.json \"shortlist\": false turns it off for that model only", detail=ready or log[-600:])
+        with open(os.path.join(folder, "models.json"), "w") as f:
+            json.dump({"models": [{"name": "a", "shortlist": "no"}]}, f)
+        log, rc = serve_log(binary, ["--models", folder])
+        tap.ok("shortlist must be true or false" in log and "; ready" not in log,
+               "models.json: a shortlist that is not a boolean is refused, named", detail=log[-600:])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
