@@ -2,6 +2,7 @@
 """Where deepmt's time goes: perf samples of bench_beam, grouped by engine phase.
 
     bench/profile.py MODEL_DIR SRC.ids [--batch-size 32] [--forced ID] [--precision f32|bf16|int8]
+                     [--no-shortlist]
                      [--build build]
 
 Runs `perf record --call-graph dwarf` on build/bench/bench_beam (one thread) and
@@ -35,6 +36,8 @@ PHASES = [
     ("step: log-softmax", ["dmt_log_softmax"]),
     ("step: output projection", ["dmt_decode_step", "dmt_matmul"]),
     ("step: rest (embed, scale)", ["dmt_decode_step"]),
+    ("shortlist: gathering columns", ["dmt_vocab_sync"]),
+    ("shortlist: rows masked, log-softmax", ["dmt_vocab_row"]),
     ("beam: candidates, reorder, bookkeeping", ["dmt_beam_search"]),
 ]
 
@@ -84,13 +87,14 @@ def main():
     ap.add_argument("--forced", default="-1")
     ap.add_argument("--freq", default="499")
     ap.add_argument("--precision", default="f32", choices=["f32", "bf16", "int8"])
+    ap.add_argument("--no-shortlist", action="store_true", help="ignore MODEL_DIR/shortlist.bin")
     a = ap.parse_args()
     binary = os.path.join(a.build, "bench", "bench_beam")
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "perf.data")
         cmd = ["perf", "record", "-q", "-F", a.freq, "--call-graph", "dwarf,65528", "-o", data, binary, a.model,
                "-i", a.src, "-o", os.devnull, "--batch-size", a.batch_size, "--forced", a.forced, "--threads", "1",
-               "--precision", a.precision]
+               "--precision", a.precision] + (["--no-shortlist"] if a.no_shortlist else [])
         print("$", " ".join(cmd), file=sys.stderr)
         run = subprocess.run(cmd, capture_output=True, text=True)
         if run.returncode:

@@ -383,16 +383,11 @@ void dmt_vocab_row(const dmt_vocab *v, int slot, float *row) {
     }
     const int32_t *e = v->entry[slot];
     int m = v->n_allow[slot];
-    float mx = -INFINITY, *x = v->tmp;
-    for (int j = 0; j < m; j++) {
-        x[j] = row[e[j]];
-        if (x[j] > mx) mx = x[j];
-    }
-    float sum = 0.0f;
-    for (int j = 0; j < m; j++) sum += expf(x[j] - mx);
-    float lse = mx + logf(sum);
+    float *x = v->tmp;
+    for (int j = 0; j < m; j++) x[j] = row[e[j]];
+    dmt_log_softmax(x, 1, m); /* the kernels' vectorised one, over the candidates only */
     for (int j = 0; j < n; j++) row[j] = -INFINITY;
-    for (int j = 0; j < m; j++) row[e[j]] = x[j] - lse;
+    for (int j = 0; j < m; j++) row[e[j]] = x[j];
 }
 
 int dmt_vocab_rebuilds(const dmt_vocab *v) { return v->rebuilds; }
