@@ -138,30 +138,32 @@ void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_li
         dst->packed = NULL;
         return;
     }
-    memset(buf, 0, dmt_linear_gather_bytes(src, n)); /* the last panel's padding columns */
+    /* A column is a run of fixed-size groups (1 float, a bf16 pair, an int8 quad) one
+     * panel row (P groups) apart: copy group by group from the column's first one,
+     * without the offset arithmetic (a division by P) per element. */
+    int i8 = src->layout == DMT_LAYOUT_PACKED_I8, bf16 = src->layout == DMT_LAYOUT_PACKED_BF16;
+    int P = i8 ? k->panel_i8 : k->panel_f32;
+    size_t group = i8 ? 4 : bf16 ? 2 * sizeof(uint16_t) : sizeof(float);
+    size_t groups = (size_t)(i8 ? dmt_quads_of(in) : bf16 ? pairs_of(in) : in); /* a column's */
+    size_t panel = groups * P * group, stride = (size_t)P * group;
+    /* the last panel's padding columns must be zero: clear that panel */
+    memset((char *)buf + (size_t)((n - 1) / P) * panel, 0, panel);
+    const char *from = src->packed;
+    for (int i = 0; i < n; i++) {
+        const char *s0 = from + (size_t)(ids[i] / P) * panel + (size_t)(ids[i] % P) * group;
+        char *d0 = (char *)buf + (size_t)(i / P) * panel + (size_t)(i % P) * group;
+        for (size_t g = 0; g < groups; g++) memcpy(d0 + g * stride, s0 + g * stride, group);
+    }
     dst->packed = buf;
-    if (src->layout == DMT_LAYOUT_PACKED_F32) {
-        const float *from = src->packed;
-        for (int i = 0; i < n; i++)
-            for (int kk = 0; kk < in; kk++)
-                ((float *)buf)[f32_offset(k->panel_f32, in, i, kk)] = from[f32_offset(k->panel_f32, in, ids[i], kk)];
-    } else if (src->layout == DMT_LAYOUT_PACKED_BF16) {
-        const uint16_t *from = src->packed; /* a pair is 2 adjacent halves: copy pairs */
-        for (int i = 0; i < n; i++)
-            for (int kk = 0; kk < in; kk += 2)
-                memcpy((uint16_t *)buf + bf16_offset(k->panel_f32, in, i, kk),
-                       from + bf16_offset(k->panel_f32, in, ids[i], kk), 2 * sizeof *from);
-    } else {
-        int P = k->panel_i8;
-        const int8_t *from = src->packed; /* a quad is 4 adjacent bytes: copy quads */
-        for (int i = 0; i < n; i++)
-            for (int kk = 0; kk < in; kk += 4)
-                memcpy((int8_t *)buf + i8_offset(P, in, i, kk), from + i8_offset(P, in, ids[i], kk), 4);
+    if (i8) {
         int32_t *comp = (int32_t *)dmt_i8_comp(dst, P);
         float *scale = (float *)dmt_i8_scales(dst, P);
-        for (int i = 0; i < n; i++) {
-            comp[i] = dmt_i8_comp(src, P)[ids[i]];
-            scale[i] = dmt_i8_scales(src, P)[ids[i]];
+        const int32_t *comp_from = dmt_i8_comp(src, P);
+        const float *scale_from = dmt_i8_scales(src, P);
+        int cols = dmt_panels_of(n, P) * P;
+        for (int i = 0; i < cols; i++) {
+            comp[i] = i < n ? comp_from[ids[i]] : 0;
+            scale[i] = i < n ? scale_from[ids[i]] : 0.0f;
         }
     }
 }
