@@ -17,11 +17,11 @@ json_t *dmt_api_models(const dmt_model_set *set) {
         for (int l = 0; l < m->cfg.n_languages; l++) json_array_append_new(langs, json_string(m->cfg.languages[l].code));
         char products[64];
         json_array_append_new(
-            models, json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:I, s:I, s:s, s:f, s:b}", "name", m->spec.name, "dir",
-                              m->spec.dir, "languages", langs, "products",
+            models, json_pack("{s:s, s:s, s:o, s:s, s:s, s:s, s:b, s:I, s:I, s:s, s:f, s:b}", "name", m->spec.name,
+                              "dir", m->spec.dir, "languages", langs, "products",
                               dmt_gemm_describe(m->model->kernels, m->model->layout, products, sizeof products),
                               "precision", dmt_precision_name(m->model->precision), "precision_reason",
-                              m->model->precision_reason, "parameters", (json_int_t)m->model->n_params, "weight_bytes",
+                              m->model->precision_reason, "shortlist", m->model->shortlist != NULL, "parameters", (json_int_t)m->model->n_params, "weight_bytes",
                               (json_int_t)m->model->weight_bytes_memory, "summary", m->summary, "load_seconds",
                               round(m->load_seconds * 1000) / 1000, "preferred", i == 0));
     }

@@ -13,12 +13,13 @@ translate`, `deepmt serve` and models.json.
     translate (exit 1) and in serve (no start), and --no-shortlist ignores it;
   - serve's ready line says "vocabulary shortlist" (not with --no-shortlist), and a
     models.json "shortlist": false turns it off for that model, a non-boolean is
-    refused naming the key.
+    refused naming the key; GET /models says "shortlist": true or false.
 
 Environment: DEEPMT_BIN (build/deepmt), DEEPMT_SHARED (../shared, for Multi30k).
 """
 
 import gzip
+import http.client
 import hashlib
 import json
 import os
@@ -42,11 +43,13 @@ def translate(binary, model, lines, *extra):
     return r.stdout.splitlines(), r.stderr, r.returncode
 
 
-def serve_log(binary, args, wait_for=("; ready", "cannot", "error")):
-    """The server's log up to its ready line (or its exit)."""
-    p = subprocess.Popen([binary, "serve", "--port", str(free_port()), "--threads", "1", *args],
+def serve_log(binary, args, wait_for=("; ready", "cannot", "error"), get=None):
+    """The server's log up to its ready line (or its exit); with get, also (log, exit
+    status, the JSON of GET get once ready)."""
+    port = free_port()
+    p = subprocess.Popen([binary, "serve", "--port", str(port), "--threads", "1", *args],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = ""
+    log, answer = "", None
     try:
         t0 = time.time()
         while time.time() - t0 < 60:
@@ -56,11 +59,15 @@ def serve_log(binary, args, wait_for=("; ready", "cannot", "error")):
             log += line
             if any(w in line for w in wait_for):
                 break
+        if get and "; ready" in log:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            c.request("GET", get)
+            answer = json.loads(c.getresponse().read())
     finally:
         if p.poll() is None:
             p.terminate()
         p.wait(timeout=30)
-    return log, p.returncode
+    return (log, p.returncode, answer) if get else (log, p.returncode)
 
 
 def model_copy(tmp, source, name):
@@ -154,7 +161,10 @@ def main():
             shutil.copy(os.path.join(source, "shortlist.bin"), d)
         with open(os.path.join(folder, "models.json"), "w") as f:
             json.dump({"models": [{"name": "a"}, {"name": "b", "shortlist": False}]}, f)
-        log, _ = serve_log(binary, ["--models", folder])
+        log, _, listed = serve_log(binary, ["--models", folder], get="/models")
+        flags = {m["name"]: m.get("shortlist") for m in (listed or {}).get("models", [])}
+        tap.ok(flags == {"a": True, "b": False}, "GET /models says which model scores a shortlist",
+               detail=str(listed)[:600])
         ready = next((ln for ln in log.splitlines() if "; ready" in ln), "")
         part_a = ready[ready.find(" a "):ready.find(", b ")] if ", b " in ready else ""
         part_b = ready[ready.find(", b "):] if ", b " in ready else ""
