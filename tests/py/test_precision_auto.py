@@ -17,21 +17,19 @@ On a CPU whose best level is generic (no AVX2) auto keeps F32: checked as such.
 Environment: DEEPMT_BIN (build/deepmt), DEEPMT_MODEL (models/default).
 """
 
-import http.client
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
-from testutil import free_port, repo_path  # noqa: E402
+from testutil import repo_path, serve_log  # noqa: E402
 
 LINES = 60
 
@@ -54,26 +52,7 @@ def set_checks(model, checks):
 
 def serve_ready(binary, model):
     """The server's log up to its ready line, and GET /models."""
-    port = free_port()
-    p = subprocess.Popen([binary, "serve", "-m", model, "--port", str(port), "--threads", "1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log, models = "", None
-    try:
-        t0 = time.time()
-        while time.time() - t0 < 60:
-            line = p.stdout.readline()
-            if not line:
-                break
-            log += line
-            if "; ready" in line or "cannot load" in line:
-                break
-        if "; ready" in log:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            c.request("GET", "/models")
-            models = json.loads(c.getresponse().read())
-    finally:
-        p.terminate()
-        p.wait(timeout=30)
+    log, _, models = serve_log(binary, ["-m", model], wait_for=("; ready", "cannot load"), get="/models")
     return log, models
 
 

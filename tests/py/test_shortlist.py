@@ -19,7 +19,6 @@ Environment: DEEPMT_BIN (build/deepmt), DEEPMT_SHARED (../shared, for Multi30k).
 """
 
 import gzip
-import http.client
 import hashlib
 import json
 import os
@@ -27,47 +26,19 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
-from testutil import free_port, repo_path  # noqa: E402
+from testutil import repo_path, serve_log  # noqa: E402
 
 
 def translate(binary, model, lines, *extra):
     r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "--no-split", "--progress", *extra],
                        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600)
     return r.stdout.splitlines(), r.stderr, r.returncode
-
-
-def serve_log(binary, args, wait_for=("; ready", "cannot", "error"), get=None):
-    """The server's log up to its ready line (or its exit); with get, also (log, exit
-    status, the JSON of GET get once ready)."""
-    port = free_port()
-    p = subprocess.Popen([binary, "serve", "--port", str(port), "--threads", "1", *args],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log, answer = "", None
-    try:
-        t0 = time.time()
-        while time.time() - t0 < 60:
-            line = p.stdout.readline()
-            if not line:
-                break
-            log += line
-            if any(w in line for w in wait_for):
-                break
-        if get and "; ready" in log:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-            c.request("GET", get)
-            answer = json.loads(c.getresponse().read())
-    finally:
-        if p.poll() is None:
-            p.terminate()
-        p.wait(timeout=30)
-    return (log, p.returncode, answer) if get else (log, p.returncode)
 
 
 def model_copy(tmp, source, name):
@@ -143,15 +114,15 @@ def main():
                "translate: a shortlist.bin for another vocabulary fails the load, named", detail=f"{rc} {err[-400:]}")
         out, err, rc = translate(binary, broken, ["A dog."], "--no-shortlist")
         tap.ok(rc == 0 and len(out) == 1 and out[0], "--no-shortlist ignores the file", detail=f"{rc} {err[-400:]}")
-        log, rc = serve_log(binary, ["-m", broken])
+        log, rc, _ = serve_log(binary, ["-m", broken])
         tap.ok(rc not in (0, None) and "shortlist.bin" in log and "; ready" not in log,
                "serve: the same file stops the start, named", detail=log[-600:])
 
         # --- serve and models.json ------------------------------------------------------
-        log, _ = serve_log(binary, ["-m", source])
+        log, _, _ = serve_log(binary, ["-m", source])
         tap.ok("; ready" in log and "vocabulary shortlist" in log, "serve's ready line says vocabulary shortlist",
                detail=log[-600:])
-        log, _ = serve_log(binary, ["-m", source, "--no-shortlist"])
+        log, _, _ = serve_log(binary, ["-m", source, "--no-shortlist"])
         tap.ok("; ready" in log and "vocabulary shortlist" not in log, "serve --no-shortlist: it does not",
                detail=log[-600:])
         folder = os.path.join(tmp, "models")
@@ -172,7 +143,7 @@ def main():
                "models.json \"shortlist\": false turns it off for that model only", detail=ready or log[-600:])
         with open(os.path.join(folder, "models.json"), "w") as f:
             json.dump({"models": [{"name": "a", "shortlist": "no"}]}, f)
-        log, rc = serve_log(binary, ["--models", folder])
+        log, rc, _ = serve_log(binary, ["--models", folder])
         tap.ok("shortlist must be true or false" in log and "; ready" not in log,
                "models.json: a shortlist that is not a boolean is refused, named", detail=log[-600:])
     finally:
