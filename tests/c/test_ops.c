@@ -299,7 +299,11 @@ int main(void) {
     check_activations();
 
     /* nq 1 and 2 take the row path, nq > 2 the GEMM path */
-    static const int shapes[][4] = {{1, 1, 1, 4}, {1, 7, 2, 4}, {2, 5, 3, 5}, {3, 3, 1, 8}, {5, 9, 2, 4}, {8, 8, 4, 3}};
+    /* and head sizes of whole vectors (16 floats under AVX-512), of 4 vectors + 1 and
+     * with a scalar tail; key counts below, at and above a vector and a 4-key block */
+    static const int shapes[][4] = {{1, 1, 1, 4},   {1, 7, 2, 4},  {2, 5, 3, 5},   {3, 3, 1, 8},  {5, 9, 2, 4},
+                                    {8, 8, 4, 3},   {1, 13, 4, 64}, {2, 16, 2, 64}, {1, 21, 2, 80}, {1, 33, 1, 70},
+                                    {1, 3, 3, 16}, {2, 17, 1, 128}, {1, 4, 2, 24}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
         for (int causal = -1; causal <= 2; causal += (causal < 0 ? 1 : 2)) { /* -1, 0, 2 */
             const int *sh = shapes[s];
@@ -309,6 +313,8 @@ int main(void) {
     check_attention_slots(1, 1, 4, 3);
     check_attention_slots(9, 2, 4, 16);
     check_attention_slots(40, 4, 8, 23);
+    check_attention_slots(13, 4, 64, 40);
+    check_attention_slots(37, 2, 72, 50);
     /* decoder steps: a query row against a longer cache with the offset of its position */
     check_attention(1, 11, 2, 4, 10, 0, 3, 0, 1.0f);
     check_attention(2, 11, 2, 4, 9, 1, 3, 2, 1.0f);
