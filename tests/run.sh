@@ -5,7 +5,8 @@
 #   Shell tests:  tests/sh/test_*.sh
 # A program that exits non-zero without a "not ok" line counts as one failure.
 # Ends with "N passed, N failed" (and the skips); exits 1 when anything failed.
-# TESTS="pattern ..." runs only the programs whose path contains one of the patterns.
+# TESTS="pattern ..." runs only the programs whose path contains one of the patterns;
+# TESTS_EXCLUDE="pattern ..." leaves out those whose label contains one.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${DEEPMT_BUILD:-build}
@@ -21,6 +22,7 @@ run_one() {  # $1 = label, rest = command
         for pattern in $TESTS; do case "$label" in *"$pattern"*) match=1 ;; esac; done
         [ "$match" = 1 ] || return
     fi
+    for pattern in ${TESTS_EXCLUDE:-}; do case "$label" in *"$pattern"*) return ;; esac; done
     echo "== $label"
     start=$(date +%s)
     "$@" >"$log" 2>&1
