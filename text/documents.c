@@ -512,28 +512,39 @@ static int write_zip(dmt_doc *queued, const char *const *tr, const size_t *tl, c
  * into *node (nt entries), non-decreasing, so that the nodes keep their order and
  * each holds a stretch of the translation; chosen to agree best with the word
  * alignment (pairs: n_pairs (source word, target word)), so a bold run gets the
- * words aligned to its own. The number of target words, or -1 (out of memory, or
- * too large to weigh: the caller puts everything in the first node). */
+ * words aligned to its own. Among assignments with as many agreements, the one
+ * whose agreements fall in smaller nodes wins: when a translation moves a bold word
+ * past its neighbours ("a <b>red</b> hat" -> "un chapeau rouge"), the bold run then
+ * takes the word with its neighbour rather than end up empty. The number of
+ * target words, or -1 (out of memory, or too large to weigh: the caller puts
+ * everything in the first node). */
 static int assign_words(const piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs, int **node_of) {
     int nt = dmt_word_bounds(tr, tl, NULL, NULL), ns = dmt_word_bounds(p->text, p->len, NULL, NULL), nn = p->n_nodes;
     if (nt == 0 || nn < 2 || (long)nt * nn > 1000000) return -1;
+    /* an agreement weighs AGREE, plus TIE / (source words in its node): the second
+     * term only breaks ties (TIE * pairs stays under AGREE for any real sentence) */
+    enum { AGREE = 1 << 20, TIE = 1 << 8 };
     size_t *ss = malloc(((size_t)ns + 1) * sizeof *ss);
-    int *src_node = malloc(((size_t)ns + 1) * sizeof *src_node), *score = calloc((size_t)nt * nn, sizeof *score);
-    int *best = malloc((size_t)nt * nn * sizeof *best), *from = malloc((size_t)nt * nn * sizeof *from);
-    int *out = malloc((size_t)nt * sizeof *out);
+    int *src_node = malloc(((size_t)ns + 1) * sizeof *src_node), *node_words = calloc((size_t)nn, sizeof *node_words);
+    long long *score = calloc((size_t)nt * nn, sizeof *score), *best = malloc((size_t)nt * nn * sizeof *best);
+    int *from = malloc((size_t)nt * nn * sizeof *from), *out = malloc((size_t)nt * sizeof *out);
     int rc = -1;
-    if (!ss || !src_node || !score || !best || !from || !out) goto done;
+    if (!ss || !src_node || !node_words || !score || !best || !from || !out) goto done;
     dmt_word_bounds(p->text, p->len, ss, NULL);
     for (int w = 0, k = 0; w < ns; w++) { /* the node a source word starts in */
         while (k + 1 < nn && p->node_at[k + 1] <= ss[w]) k++;
         src_node[w] = k;
+        node_words[k]++;
     }
     for (int q = 0; q < n_pairs; q++)
-        if (pairs[2 * q] >= 0 && pairs[2 * q] < ns && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt)
-            score[(size_t)pairs[2 * q + 1] * nn + src_node[pairs[2 * q]]]++;
+        if (pairs[2 * q] >= 0 && pairs[2 * q] < ns && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt) {
+            int k = src_node[pairs[2 * q]];
+            score[(size_t)pairs[2 * q + 1] * nn + k] += AGREE + TIE / node_words[k];
+        }
     /* best[w][k]: the most agreements of words 0..w with word w in node k */
     for (int w = 0; w < nt; w++) {
-        int run = -1, arg = 0;
+        long long run = -1;
+        int arg = 0;
         for (int k = 0; k < nn; k++) {
             if (w > 0 && best[(size_t)(w - 1) * nn + k] >= run) run = best[(size_t)(w - 1) * nn + k], arg = k;
             best[(size_t)w * nn + k] = score[(size_t)w * nn + k] + (w > 0 ? run : 0);
@@ -551,7 +562,7 @@ static int assign_words(const piece *p, const char *tr, size_t tl, const int *pa
     out = NULL;
     rc = nt;
 done:
-    free(ss); free(src_node); free(score); free(best); free(from); free(out);
+    free(ss); free(src_node); free(node_words); free(score); free(best); free(from); free(out);
     return rc;
 }
 

@@ -15,9 +15,10 @@
  * again. A paragraph is translated whole even when formatting splits it into runs;
  * with a word alignment (dmt_doc_write_aligned) each run gets the stretch of the
  * translation aligned to its own words, in the runs' order (so bold stays on the
- * translated bold words, unless the translation reorders them past their
- * neighbours); without one, the translation goes into the first run. Every
- * element stays, only the text moves.
+ * translated bold words; when the translation reorders them past their
+ * neighbours, the bold run takes them with the neighbour rather than nothing);
+ * without one, the translation goes into the first run. Every element stays,
+ * only the text moves.
  */
 #ifndef DEEPMT_TEXT_DOCUMENTS_H
 #define DEEPMT_TEXT_DOCUMENTS_H
