@@ -161,7 +161,7 @@ def main():
                f"Model: {model_desc}. bench/sched.py; 2 workers x 1 thread. " + sched.__doc__.split("Workloads")[1]
                .split("Prints")[0].strip().replace("\n", " "), sched.markdown(med, sa)]
     if "models" in sections:
-        ma = argparse.Namespace(build=a.build, models="models/default,models/general", shared=a.shared,
+        ma = argparse.Namespace(build=a.build, models="models/default,models/captions", shared=a.shared,
                                 rounds=a.rounds, clients=8, seconds=15)
         js["models"] = models.bench(ma)
         md += ["## 2d. Several models: two served together vs each alone (bench/models.py)",

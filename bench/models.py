@@ -2,7 +2,7 @@
 """Section: two models served together by one server against each served alone
 (`deepmt serve -m a=DIR -m b=DIR`, docs/server.md "Several models").
 
-    bench/models.py --build build --models models/default,models/general --shared ../shared --rounds 1
+    bench/models.py --build build --models models/default,models/captions --shared ../shared --rounds 1
     bench/bench.py --sections models                    # the same, inside the report
 
 Workloads (a fresh server for each configuration, the three back to back in every
@@ -203,7 +203,7 @@ def markdown(o):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--build", default="build")
-    ap.add_argument("--models", default="models/default,models/general", help="A,B: two model directories")
+    ap.add_argument("--models", default="models/default,models/captions", help="A,B: two model directories")
     ap.add_argument("--shared", default="../shared")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--clients", type=int, default=8)

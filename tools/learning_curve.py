@@ -3,7 +3,7 @@
 into the committed history, and draw it as an SVG (standard library only).
 
     tools/learning_curve.py --curve runs/general/curve.csv \
-        --history models/general/learning_curve.csv --svg docs/general-learning-curve.svg
+        --history models/default/learning_curve.csv --svg docs/general-learning-curve.svg
 
 A run's curve.csv (tools/train.py) lives in runs/, which a new machine does not
 have; the history keeps every validation of every session (rows by step; a

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """Build a model's lexical shortlist (MODEL/shortlist.bin), and measure what it costs.
 
-    tools/make_shortlist.py build models/default --data ../shared/data/multi30k
-    tools/make_shortlist.py build models/general --data ../shared/data/multi30k \\
+    tools/make_shortlist.py build models/captions --data ../shared/data/multi30k
+    tools/make_shortlist.py build models/default --data ../shared/data/multi30k \\
         --general ../shared/data/general
     tools/make_shortlist.py check models/default --sets multi30k/test_2016_flickr
 

@@ -737,9 +737,33 @@ def cmd_export(args):
                          train_hours=round(state["train_time"] / 3600, 3),
                          cpu_hours=round(state["cpu_time"] / 3600, 6), target_tokens=int(state["tokens"]),
                          best_val_bleu=round(state["best_bleu"], 2))
+    # exporting over a shipped model directory (a new snapshot of models/default) keeps
+    # what was chosen for it there: decoding options the recipe does not set
+    # (all_caps, alignment_layer, ...). Its precision_checks measured the old weights:
+    # they go, and the message says how to measure the new ones.
+    old_cfg_path = os.path.join(args.out, "config.json")
+    if os.path.isfile(old_cfg_path):
+        with open(old_cfg_path) as f:
+            old_cfg = json.load(f)
+        kept = {k: v for k, v in (old_cfg.get("decoding") or {}).items() if k not in (cfg.get("decoding") or {})}
+        if kept and old_cfg.get("vocab_size") == cfg.get("vocab_size"):
+            cfg["decoding"] = dict(cfg.get("decoding") or {}, **kept)
+            log(f"kept {args.out}'s decoding options {sorted(kept)}")
+        if old_cfg.get("precision_checks"):
+            log(f"{args.out} vouched for {sorted(old_cfg['precision_checks'])} on its old weights: measure again "
+                f"with tools/check_precision.py {args.out} --sets multi30k/test_2016_flickr,flores101,tatoeba "
+                f"--limit 500 --write (until then --precision auto runs F32)")
     model = Transformer(cfg)
     model.load_state_dict(state["model"])
     spm_model = args.spm or state["args"]["spm"]
+    if not args.spm and not os.path.isfile(spm_model) and os.path.isfile(os.path.join(args.out, "sentencepiece.model")):
+        # the run's vocabulary moved (models/general became models/default): the
+        # model directory's own copy is the same file
+        spm_model = os.path.join(args.out, "sentencepiece.model")
+        import sentencepiece as spm_lib
+        if spm_lib.SentencePieceProcessor(model_file=spm_model).get_piece_size() != cfg["vocab_size"]:
+            raise SystemExit(f"{state['args']['spm']} is gone and {spm_model} does not fit the model: pass --spm")
+        log(f"{state['args']['spm']} is gone: using {spm_model} (pass --spm to choose)")
     modeldir.save(model.eval(), args.out, dtype=args.dtype, sentencepiece=spm_model,
                   metadata={"step": state["step"]})
     log(f"exported {path} (step {state['step']}) to {args.out} as {args.dtype}")

@@ -31,9 +31,12 @@ import tap  # noqa: E402
 from testutil import repo_path  # noqa: E402
 
 LINES = 200
-# direction -> floor (BLEU on the first LINES lines). Measured for the shipped model
-# (step 11125): en-de 38.3, en-fr 57.2, de-en 43.0, fr-en 49.9, cs-en 40.2, en-cs 32.8.
-FLOORS = {"en-de": 32, "en-fr": 51, "de-en": 37, "fr-en": 44, "cs-en": 34, "en-cs": 26}
+# direction -> floor (BLEU on the first LINES lines, F32). Measured for the shipped
+# general-domain model (step 8,463): en-de 34.0, en-fr 47.4, de-en 37.6, fr-en 43.3,
+# cs-en 34.3, en-cs 28.6; the floors sit 4-6 under (a later snapshot of the run may
+# move a direction by a point or two). models/captions, the Multi30k-only model,
+# scores about 5 more (DEEPMT_MODEL=models/captions passes them too).
+FLOORS = {"en-de": 29, "en-fr": 42, "de-en": 33, "fr-en": 38, "cs-en": 29, "en-cs": 24}
 
 
 def read(data, lang):

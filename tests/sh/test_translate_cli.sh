@@ -126,7 +126,8 @@ if [ -f "$DEF/config.json" ]; then
     mkdir "$tmp/badalign"
     for f in "$DEF"/*; do ln -s "$(pwd)/$f" "$tmp/badalign/"; done
     rm "$tmp/badalign/config.json"
-    sed 's/"alignment_layer": 1/"alignment_layer": 3/' "$DEF/config.json" >"$tmp/badalign/config.json"
+    /usr/bin/python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c["decoding"]["alignment_layer"] = 3
+json.dump(c, open(sys.argv[2], "w"))' "$DEF/config.json" "$tmp/badalign/config.json"
     echo "A dog." | t -m "$tmp/badalign" --target de
     ok "$([ "$rc" != 0 ] && grep -q 'alignment_layer 3, but the decoder has 3 layers' "$errf"; echo $?)" \
         "config.json decoding.alignment_layer past the decoder's layers: refused, said why" "exit $rc: $(cat "$errf")"
