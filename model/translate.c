@@ -8,6 +8,11 @@
  * ALL-CAPS input (model/casing.h): with config.json's decoding.all_caps "lower", a
  * sentence typed in capitals is tokenized in sentence case and its translations are
  * given back in capitals (dmt_translate_output.all_caps).
+ *
+ * URLs and e-mail addresses (model/passthrough.h): with decoding.pass_through, they
+ * are taken out of the sentence before everything else (so an ALL-CAPS sentence
+ * with a lower-case URL is still ALL-CAPS, and the URL keeps its case), and put
+ * back into each translation after casing, the best one by the word alignment.
  */
 #include "model/translate.h"
 
@@ -28,6 +33,13 @@ int dmt_translate_chunk_tokens(const dmt_model *m) {
 
 int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len) {
     char *cased = NULL, err[256];
+    dmt_passthrough pass;
+    int spans = m->cfg.decoding.pass_through ? dmt_passthrough_find(text, len, &pass) : 0;
+    if (spans < 0) return -1;
+    if (spans) {
+        text = pass.stripped;
+        len = pass.stripped_len;
+    }
     if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
         size_t n = 0;
         if (!(cased = dmt_casing_sentence_case(text, len, &n))) return -1;
@@ -36,6 +48,7 @@ int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len
     }
     int k = dmt_tokenizer_count(m->tokenizer, text, len, err, sizeof err);
     free(cased);
+    if (spans) dmt_passthrough_clear(&pass);
     return k;
 }
 
@@ -46,6 +59,9 @@ void dmt_translate_output_clear(dmt_translate_output *o) {
     free(o->scores);
     free(o->alignment);
     free(o->src_words);
+    dmt_passthrough_clear(o->pass);
+    free(o->pass);
+    o->pass = NULL;
     o->texts = NULL;
     o->scores = NULL;
     o->alignment = NULL;
@@ -101,12 +117,34 @@ static int word_alignment(const dmt_model *m, const dmt_hypothesis *h, dmt_trans
     return 0;
 }
 
-/* Fills o with the single translation "" (empty input). */
+/* Fills o with the single translation "" (empty input), or the sentence as it
+ * was when it held nothing but URLs or addresses and punctuation. */
 static int empty_translation(dmt_translate_output *o) {
     o->texts = calloc(1, sizeof *o->texts);
     o->scores = calloc(1, sizeof *o->scores);
-    if (!o->texts || !o->scores || !(o->texts[0] = strdup(""))) return -1;
+    if (!o->texts || !o->scores || !(o->texts[0] = strdup(o->pass ? o->pass->original : ""))) return -1;
     o->n = 1;
+    return 0;
+}
+
+/* Puts the spans kept out of the model back into every translation: the best one
+ * by the word alignment (which then counts the original sentence's words and the
+ * spans), the others by relative position. */
+static int restore_spans(dmt_translate_output *o) {
+    for (int r = 0; r < o->n; r++) {
+        size_t len = 0;
+        int *pairs = NULL, n_pairs = 0;
+        char *t = dmt_passthrough_restore(o->pass, o->texts[r], strlen(o->texts[r]), r ? NULL : o->alignment,
+                                          r ? 0 : o->n_alignment, &len, r ? NULL : &pairs, r ? NULL : &n_pairs);
+        if (!t) return -1;
+        free(o->texts[r]);
+        o->texts[r] = t;
+        if (r == 0) {
+            free(o->alignment);
+            o->alignment = pairs;
+            o->n_alignment = n_pairs;
+        }
+    }
     return 0;
 }
 
@@ -131,6 +169,7 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     if (nb->n == 0) { snprintf(o->error, sizeof o->error, "no translation found"); return -1; }
     o->out_tokens = nb->hyps[0].n_tokens;
     if (word_alignment(m, &nb->hyps[0], o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+    if (o->pass && restore_spans(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
     return 0;
 }
 
@@ -139,6 +178,23 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
 static int tokenize_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
     char *cased = NULL;
     o->all_caps = 0;
+    dmt_passthrough_clear(o->pass);
+    free(o->pass);
+    o->pass = NULL;
+    if (m->cfg.decoding.pass_through) {
+        dmt_passthrough found;
+        int spans = dmt_passthrough_find(text, len, &found);
+        if (spans > 0 && !(o->pass = malloc(sizeof *o->pass))) dmt_passthrough_clear(&found);
+        if (spans < 0 || (spans > 0 && !o->pass)) {
+            snprintf(o->error, sizeof o->error, "out of memory");
+            return -1;
+        }
+        if (spans > 0) {
+            *o->pass = found;
+            text = o->pass->stripped;
+            len = o->pass->stripped_len;
+        }
+    }
     if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
         size_t n = 0;
         if (!(cased = dmt_casing_sentence_case(text, len, &n))) {

@@ -13,6 +13,7 @@
 
 #include "model/beam.h"
 #include "model/model.h"
+#include "model/passthrough.h"
 
 typedef struct {
     const char *text;  /* one sentence of UTF-8 (not necessarily NUL-terminated) */
@@ -37,6 +38,8 @@ typedef struct {
     int *alignment;    /* [2 * n_alignment]: source word, target word; malloc'd */
     int n_alignment;
     int *src_words;    /* [src_tokens] the source word of each source piece (dmt_translate_encode); malloc'd */
+    dmt_passthrough *pass; /* the URLs and e-mail addresses kept out of the model (decoding.pass_through),
+                            * put back into texts and counted in alignment's words; NULL: none; malloc'd */
 } dmt_translate_output;
 
 /* Translates n sentences with one beam search. 0 when the batch ran (individual

@@ -16,6 +16,12 @@
  *      ids in range and refuses the others.
  *   5. dmt_sentence_chunks over each sentence with a limit of a few bytes: chunks
  *      fit, are trimmed, in order, and only whitespace lies between them.
+ *   6. dmt_passthrough (model/passthrough.h) over the whole input: spans lie inside
+ *      it, in order, valid UTF-8; the stripped sentence is no longer and has n_kept
+ *      words; put back into the stripped sentence itself (an identity "translation")
+ *      with the identity alignment, with none and with pairs made of input bytes
+ *      (out of range ones included), every span comes out, the output is valid
+ *      UTF-8 when the input is, and the new alignment's words exist on both sides.
  * A failed check aborts, which libFuzzer reports as a crash with the input.
  */
 #include <stdint.h>
@@ -24,6 +30,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/passthrough.h"
 #include "text/detect.h"
 #include "text/textsafe.h"
 #include "text/sentences.h"
@@ -246,6 +253,70 @@ static void check_chunks(const uint8_t *data, size_t size, const dmt_span *sp) {
     }
 }
 
+static int words_of(const char *s, size_t n) {
+    int w = 0;
+    for (size_t i = 0; i < n; i++) {
+        int sp = s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r'), prev_sp = i == 0 || s[i - 1] == ' ' ||
+                                                                     (s[i - 1] >= '\t' && s[i - 1] <= '\r');
+        w += !sp && prev_sp;
+    }
+    return w;
+}
+
+static void check_passthrough(const uint8_t *data, size_t size) {
+    const char *text = (const char *)data;
+    dmt_passthrough p;
+    int r = dmt_passthrough_find(text, size, &p);
+    REQUIRE(r >= 0, "out of memory");
+    if (r == 0) {
+        REQUIRE(p.n_spans == 0 && !p.stripped, "no span, yet filled");
+        return;
+    }
+    int valid = dmt_utf8_validate(text, size, NULL), words = words_of(text, size);
+    REQUIRE(p.stripped_len <= size && strlen(p.stripped) <= p.stripped_len, "stripped longer than the input");
+    REQUIRE(words_of(p.stripped, p.stripped_len) == p.n_kept, "%d kept words, %d in the stripped text", p.n_kept,
+            words_of(p.stripped, p.stripped_len));
+    for (int k = 0; k < p.n_spans; k++) {
+        const dmt_passthrough_span *s = &p.spans[k];
+        REQUIRE(s->len > 0 && s->start + s->len <= size && (k == 0 || s->start > p.spans[k - 1].start),
+                "span %d out of place", k);
+        REQUIRE(dmt_utf8_validate(text + s->start, s->len, NULL), "span %d not UTF-8", k);
+        REQUIRE(s->word >= 0 && s->word < words && s->prev >= -1 && s->prev < p.n_kept, "span %d's words", k);
+    }
+    int *pairs = malloc(((size_t)p.n_kept + 8) * 2 * sizeof *pairs), n_pairs = 0;
+    REQUIRE(pairs != NULL, "out of memory");
+    for (int round = 0; round < 3; round++) {
+        n_pairs = 0;
+        if (round == 0)
+            for (int k = 0; k < p.n_kept; k++) pairs[2 * n_pairs] = k, pairs[2 * n_pairs + 1] = k, n_pairs++;
+        else if (round == 2)
+            for (size_t k = 0; k + 1 < size && n_pairs < 8; k += 2)
+                pairs[2 * n_pairs] = (int8_t)data[k], pairs[2 * n_pairs + 1] = (int8_t)data[k + 1], n_pairs++;
+        size_t out_len = 0;
+        int *np = NULL, nn = 0;
+        char *out = dmt_passthrough_restore(&p, p.stripped, p.stripped_len, round == 1 ? NULL : pairs, n_pairs,
+                                            &out_len, &np, &nn);
+        REQUIRE(out != NULL && strlen(out) <= out_len, "restore failed");
+        for (int k = 0; k < p.n_spans; k++) {
+            const dmt_passthrough_span *s = &p.spans[k];
+            int found = 0; /* memmem: the span may hold NUL bytes */
+            for (size_t i = 0; !found && i + s->len <= out_len; i++) found = !memcmp(out + i, text + s->start, s->len);
+            REQUIRE(found, "span %d lost (round %d)", k, round);
+        }
+        REQUIRE(!valid || dmt_utf8_validate(out, out_len, NULL), "output not UTF-8 (round %d)", round);
+        int out_words = words_of(out, out_len);
+        for (int q = 0; q < nn; q++)
+            REQUIRE(np[2 * q] >= 0 && np[2 * q] < words && np[2 * q + 1] >= 0 && np[2 * q + 1] < out_words &&
+                        (q == 0 || np[2 * q + 1] >= np[2 * q - 1]),
+                    "pair %d (%d, %d) of %d x %d words (round %d)", q, np[2 * q], np[2 * q + 1], words, out_words,
+                    round);
+        free(np);
+        free(out);
+    }
+    free(pairs);
+    dmt_passthrough_clear(&p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
@@ -254,5 +325,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n > 0) check_detect(&detect_cfg, data, spans, n < MAX_SPANS ? n : MAX_SPANS);
     for (int i = 0; i < n && i < 8 && i < MAX_SPANS; i++) check_chunks(data, size, &spans[i]);
     check_tokenizer(tokenizers[size % 3 == 2], data, size, ids);
+    check_passthrough(data, size);
     return 0;
 }

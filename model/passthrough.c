@@ -1,0 +1,283 @@
+/* passthrough.c — URLs and e-mail addresses kept out of the model (passthrough.h). */
+#include "model/passthrough.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/utf8.h"
+
+static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+static int is_alpha(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
+static int is_alnum(unsigned char c) { return is_alpha(c) || (c >= '0' && c <= '9'); }
+
+/* closing punctuation that stays in the sentence when it ends a span's word */
+static int is_trailing(unsigned char c) { return c != 0 && strchr(".,;:!?", c) != NULL; }
+
+static int has_prefix(const char *s, size_t n, const char *prefix) {
+    size_t k = strlen(prefix);
+    if (n < k) return 0;
+    for (size_t i = 0; i < k; i++)
+        if ((s[i] | 32) != prefix[i]) return 0;
+    return 1;
+}
+
+/* local@domain.tld: a plain local part, domain labels of letters, digits and '-',
+ * a top-level label of 2+ letters */
+static int is_email(const char *s, size_t n) {
+    const char *at = memchr(s, '@', n);
+    if (!at || at == s || memchr(at + 1, '@', n - (size_t)(at + 1 - s))) return 0;
+    for (const char *c = s; c < at; c++)
+        if (!is_alnum((unsigned char)*c) && !strchr("._%+-", *c)) return 0;
+    const char *d = at + 1, *end = s + n, *last_dot = NULL;
+    if (d == end || *d == '.' || end[-1] == '.') return 0;
+    for (const char *c = d; c < end; c++) {
+        if (*c == '.') {
+            if (c[-1] == '.') return 0;
+            last_dot = c;
+        } else if (!is_alnum((unsigned char)*c) && *c != '-') {
+            return 0;
+        }
+    }
+    if (!last_dot || end - last_dot - 1 < 2) return 0;
+    for (const char *c = last_dot + 1; c < end; c++)
+        if (!is_alpha((unsigned char)*c)) return 0;
+    return 1;
+}
+
+static int is_url(const char *s, size_t n) {
+    static const char *const schemes[] = {"http://", "https://", "ftp://", "mailto:"};
+    for (size_t i = 0; i < sizeof schemes / sizeof *schemes; i++) {
+        size_t k = strlen(schemes[i]);
+        if (has_prefix(s, n, schemes[i]) && n > k && is_alnum((unsigned char)s[k])) return 1;
+    }
+    /* www.host.tld */
+    return has_prefix(s, n, "www.") && n > 4 && is_alnum((unsigned char)s[4]) && memchr(s + 4, '.', n - 4) != NULL;
+}
+
+/* The length of word w[0..n) that is a span (its trailing .,;:!? left out), or 0. */
+static size_t span_length(const char *w, size_t n) {
+    size_t end = n;
+    while (end > 0 && is_trailing((unsigned char)w[end - 1])) end--;
+    size_t a = 0, b = end;
+    while (a < b && w[a] && strchr("([{<\"'", w[a])) a++;
+    while (b > a && w[b - 1] && (strchr(")]}>\"'", w[b - 1]) || is_trailing((unsigned char)w[b - 1]))) b--;
+    if (b == a) return 0;
+    /* copied into the translation byte for byte: only valid UTF-8 (the tokenizer
+     * refuses the sentence otherwise, as it would without this rule) */
+    return (is_url(w + a, b - a) || is_email(w + a, b - a)) && dmt_utf8_validate(w, end, NULL) ? end : 0;
+}
+
+void dmt_passthrough_clear(dmt_passthrough *p) {
+    if (!p) return;
+    free(p->original);
+    free(p->stripped);
+    free(p->kept_word);
+    free(p->spans);
+    memset(p, 0, sizeof *p);
+}
+
+int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p) {
+    memset(p, 0, sizeof *p);
+    /* a quick look first: most sentences have neither '@' nor "://" nor "www." */
+    int maybe = memchr(text, '@', len) != NULL;
+    for (size_t i = 0; !maybe && i + 3 <= len; i++)
+        maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||
+                has_prefix(text + i, len - i, "mailto:");
+    if (!maybe) return 0;
+    size_t words = 0;
+    for (size_t i = 0; i < len; i++)
+        if (!is_space((unsigned char)text[i]) && (i == 0 || is_space((unsigned char)text[i - 1]))) words++;
+    p->spans = malloc((words ? words : 1) * sizeof *p->spans);
+    p->kept_word = malloc((words + 1) * sizeof *p->kept_word); /* + 1: trailing punctuation of a first span */
+    p->stripped = malloc(len + 1);
+    if (!p->spans || !p->kept_word || !p->stripped) {
+        dmt_passthrough_clear(p);
+        return -1;
+    }
+    size_t out = 0;
+    int word = 0;
+    for (size_t i = 0; i < len;) {
+        if (is_space((unsigned char)text[i])) { i++; continue; }
+        size_t start = i;
+        while (i < len && !is_space((unsigned char)text[i])) i++;
+        size_t n = i - start, k = span_length(text + start, n);
+        if (k) {
+            dmt_passthrough_span *s = &p->spans[p->n_spans++];
+            s->start = start;
+            s->len = k;
+            s->word = word;
+            s->prev = p->n_kept - 1;
+            s->glued = k < n && p->n_kept > 0;
+            if (k < n) { /* its trailing punctuation stays: on the word before, or alone */
+                if (!s->glued) {
+                    if (out) p->stripped[out++] = ' ';
+                    p->kept_word[p->n_kept++] = word;
+                }
+                memcpy(p->stripped + out, text + start + k, n - k);
+                out += n - k;
+            }
+        } else {
+            if (out) p->stripped[out++] = ' ';
+            memcpy(p->stripped + out, text + start, n);
+            out += n;
+            p->kept_word[p->n_kept++] = word;
+        }
+        word++;
+    }
+    if (p->n_spans == 0) {
+        dmt_passthrough_clear(p);
+        return 0;
+    }
+    int content = 0; /* a letter or digit left to translate (any non-ASCII byte may be one) */
+    for (size_t i = 0; i < out && !content; i++) content = is_alnum((unsigned char)p->stripped[i]) || (p->stripped[i] & 0x80);
+    if (!content) { /* nothing but spans and punctuation: given back as it is */
+        out = 0;
+        p->n_kept = 0;
+        for (int k = 0; k < p->n_spans; k++) p->spans[k].prev = -1, p->spans[k].glued = 0;
+    }
+    p->stripped[out] = 0;
+    p->stripped_len = out;
+    if (!(p->original = malloc(len + 1))) {
+        dmt_passthrough_clear(p);
+        return -1;
+    }
+    memcpy(p->original, text, len);
+    p->original[len] = 0;
+    p->original_len = len;
+    return 1;
+}
+
+/* where a span goes: before target word t, or after it (before its trailing
+ * punctuation when split) */
+typedef struct {
+    int t, after, split;
+} place;
+
+static place place_span(const dmt_passthrough *p, const dmt_passthrough_span *s, const int *pairs, int n_pairs,
+                        int nt) {
+    place at = {0, 0, 0};
+    if (s->prev < 0) return at; /* first: before the first word */
+    if (s->prev == p->n_kept - 1) return (place){nt - 1, 1, s->glued}; /* last: after the last word */
+    int found = -1;
+    for (int q = 0; pairs && q < n_pairs; q++) /* (found starts at -1: only targets >= 0 count) */
+        if (pairs[2 * q] == s->prev && pairs[2 * q + 1] < nt && pairs[2 * q + 1] > found) found = pairs[2 * q + 1];
+    if (found >= 0) return (place){found, 1, s->glued};
+    if (s->prev + 1 < p->n_kept) /* the word after it, if that one is aligned */
+        for (int q = 0; pairs && q < n_pairs; q++)
+            if (pairs[2 * q] == s->prev + 1 && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt)
+                return (place){pairs[2 * q + 1], 0, 0};
+    /* by relative position */
+    int t = (int)(((long)(s->prev + 1) * nt + p->n_kept / 2) / (p->n_kept ? p->n_kept : 1)) - 1;
+    if (t < 0) return at;
+    return (place){t < nt ? t : nt - 1, 1, s->glued};
+}
+
+typedef struct {
+    int s, t, seq;
+} pair_row;
+
+static int by_target(const void *a, const void *b) {
+    const pair_row *x = a, *y = b;
+    return x->t != y->t ? (x->t > y->t) - (x->t < y->t) : (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t tr_len, const int *pairs,
+                              int n_pairs, size_t *out_len, int **new_pairs, int *n_new) {
+    if (new_pairs) *new_pairs = NULL;
+    if (n_new) *n_new = 0;
+    size_t cap = tr_len + 1;
+    for (int i = 0; i < p->n_spans; i++) cap += p->spans[i].len + 2;
+    int nt = 0;
+    for (size_t i = 0; i < tr_len; i++)
+        if (!is_space((unsigned char)tr[i]) && (i == 0 || is_space((unsigned char)tr[i - 1]))) nt++;
+    if (nt == 0 || p->n_kept == 0) { /* nothing translated: the sentence as it was */
+        char *s = malloc(p->original_len + 1);
+        if (!s) return NULL;
+        memcpy(s, p->original, p->original_len);
+        s[p->original_len] = 0;
+        *out_len = p->original_len;
+        return s;
+    }
+    char *out = malloc(cap + p->original_len);
+    place *at = malloc((size_t)p->n_spans * sizeof *at);
+    int *new_t = malloc((size_t)nt * sizeof *new_t), *span_t = malloc((size_t)p->n_spans * sizeof *span_t);
+    if (!out || !at || !new_t || !span_t) {
+        free(out); free(at); free(new_t); free(span_t);
+        return NULL;
+    }
+    for (int i = 0; i < p->n_spans; i++) at[i] = place_span(p, &p->spans[i], pairs, n_pairs, nt);
+    size_t o = 0, i = 0;
+    int t = 0, w = 0; /* target word, output word */
+    while (i < tr_len) {
+        size_t gap = i;
+        while (i < tr_len && is_space((unsigned char)tr[i])) i++;
+        if (i == tr_len) { /* trailing whitespace */
+            memcpy(out + o, tr + gap, i - gap);
+            o += i - gap;
+            break;
+        }
+        memcpy(out + o, tr + gap, i - gap);
+        o += i - gap;
+        size_t start = i;
+        while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
+        for (int k = 0; k < p->n_spans; k++) /* spans before this word */
+            if (!at[k].after && at[k].t == t) {
+                memcpy(out + o, p->original + p->spans[k].start, p->spans[k].len);
+                o += p->spans[k].len;
+                out[o++] = ' ';
+                span_t[k] = w++;
+            }
+        size_t end = i, body = i;
+        int split = 0;
+        for (int k = 0; k < p->n_spans; k++) split |= at[k].after && at[k].t == t && at[k].split;
+        if (split)
+            while (body > start && is_trailing((unsigned char)tr[body - 1])) body--;
+        if (body == start) body = end, split = 0; /* all punctuation: the span goes after it */
+        memcpy(out + o, tr + start, (split ? body : end) - start);
+        o += (split ? body : end) - start;
+        new_t[t] = w++;
+        for (int k = 0; k < p->n_spans; k++) /* spans after this word */
+            if (at[k].after && at[k].t == t) {
+                out[o++] = ' ';
+                memcpy(out + o, p->original + p->spans[k].start, p->spans[k].len);
+                o += p->spans[k].len;
+                span_t[k] = w++;
+            }
+        if (split) {
+            memcpy(out + o, tr + body, end - body);
+            o += end - body;
+        }
+        t++;
+    }
+    out[o] = 0;
+    *out_len = o;
+    int rc = 0;
+    if (new_pairs) {
+        pair_row *rows = malloc(((size_t)(n_pairs > 0 ? n_pairs : 0) + (size_t)p->n_spans) * sizeof *rows);
+        int n = 0;
+        if (rows) {
+            for (int q = 0; pairs && q < n_pairs; q++)
+                if (pairs[2 * q] >= 0 && pairs[2 * q] < p->n_kept && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt)
+                    rows[n] = (pair_row){p->kept_word[pairs[2 * q]], new_t[pairs[2 * q + 1]], n}, n++;
+            for (int k = 0; k < p->n_spans; k++) rows[n] = (pair_row){p->spans[k].word, span_t[k], n}, n++;
+            qsort(rows, (size_t)n, sizeof *rows, by_target);
+        }
+        int *np = rows ? malloc((size_t)(n ? n : 1) * 2 * sizeof *np) : NULL;
+        if (np) {
+            for (int q = 0; q < n; q++) np[2 * q] = rows[q].s, np[2 * q + 1] = rows[q].t;
+            *new_pairs = np;
+            *n_new = n;
+        } else {
+            rc = -1;
+        }
+        free(rows);
+    }
+    free(at);
+    free(new_t);
+    free(span_t);
+    if (rc) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}

@@ -1,0 +1,58 @@
+/* passthrough.h — URLs and e-mail addresses kept out of the model and put back
+ * into its translation (passthrough.c).
+ *
+ * A small translation model mangles what it should copy: "https://example.com/a?b=1"
+ * comes out as pieces of German. With config.json's "decoding": {"pass_through":
+ * true}, a sentence's URLs (http://, https://, ftp://, www.) and e-mail addresses
+ * are taken out before tokenization, the rest is translated, and each one is put
+ * back, byte for byte, after the target word aligned to the source word before it
+ * (model/translate.h's word alignment), before that word's closing punctuation
+ * where the source had the span right before its own. A span that starts the
+ * sentence starts the translation; one that ends it ends it ("Visit https://x.org."
+ * -> "Besuchen Sie https://x.org.", though the verb may move). A span is a whitespace-separated word whose core
+ * (without opening brackets and quotes, and closing ones and .,;:!? at its end) is
+ * a URL or an address; the word's trailing .,;:!? stays in the sentence, glued to
+ * the word before. A sentence that is nothing but spans is given back as it is.
+ *
+ * Words are counted as everywhere in the translation layer: whitespace-separated.
+ */
+#ifndef DEEPMT_MODEL_PASSTHROUGH_H
+#define DEEPMT_MODEL_PASSTHROUGH_H
+
+#include <stddef.h>
+
+typedef struct {
+    size_t start, len;  /* the span's bytes in the original sentence */
+    int prev;           /* the kept word before it, in the stripped sentence (-1: none) */
+    int word;           /* its own word index in the original sentence */
+    int glued;          /* punctuation after it was glued to the word before */
+} dmt_passthrough_span;
+
+typedef struct {
+    char *original;            /* a copy of the sentence as given; malloc'd */
+    size_t original_len;
+    char *stripped;            /* the sentence without its spans: what the model sees; malloc'd */
+    size_t stripped_len;
+    int n_kept;                /* words in stripped */
+    int *kept_word;            /* [n_kept] each kept word's index in the original sentence */
+    int n_spans;
+    dmt_passthrough_span *spans;
+} dmt_passthrough;
+
+/* Finds text's spans. 1 when it has some (p filled: free with dmt_passthrough_clear;
+ * n_kept 0 and stripped "" when nothing but spans and punctuation is left), 0 when
+ * none (p left empty), -1 when out of memory. text need not be NUL-terminated. */
+int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p);
+
+/* tr (a translation of p->stripped) with p's spans put back: pairs are n_pairs
+ * (stripped word, tr word) alignment pairs in target order (NULL: placed by
+ * relative position). A malloc'd, NUL-terminated string (length in *out_len), or
+ * NULL when out of memory. When new_pairs is not NULL, *new_pairs gets the
+ * alignment between the original sentence's words and the result's (the span
+ * pairs included, in target order) and *n_new its count. */
+char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t tr_len, const int *pairs,
+                              int n_pairs, size_t *out_len, int **new_pairs, int *n_new);
+
+void dmt_passthrough_clear(dmt_passthrough *p);
+
+#endif

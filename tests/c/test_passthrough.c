@@ -1,0 +1,140 @@
+/* test_passthrough.c — model/passthrough.c: which words are URLs or e-mail
+ * addresses, the sentence the model sees without them, and where they go back
+ * into a translation (by the word alignment, or by relative position). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/passthrough.h"
+
+static int find(const char *text, dmt_passthrough *p) { return dmt_passthrough_find(text, strlen(text), p); }
+
+/* restore tr with pairs ("s t s t ..." as an int list, n pairs) and compare */
+static int restores_to(const char *text, const char *tr, const int *pairs, int n_pairs, const char *want,
+                       const int *want_pairs, int n_want) {
+    dmt_passthrough p;
+    if (find(text, &p) != 1) {
+        printf("# no span found in %s\n", text);
+        return 0;
+    }
+    size_t len = 0;
+    int *np = NULL, nn = 0;
+    char *got = dmt_passthrough_restore(&p, tr, strlen(tr), pairs, n_pairs, &len, want_pairs ? &np : NULL, &nn);
+    int ok = got && len == strlen(want) && !strcmp(got, want);
+    if (!ok) printf("#   got  '%s'\n#   want '%s'\n", got ? got : "(null)", want);
+    if (ok && want_pairs) {
+        ok = nn == n_want && !memcmp(np, want_pairs, (size_t)n_want * 2 * sizeof *np);
+        if (!ok) {
+            printf("#   pairs:");
+            for (int q = 0; q < nn; q++) printf(" %d-%d", np[2 * q], np[2 * q + 1]);
+            printf("\n");
+        }
+    }
+    free(np);
+    free(got);
+    dmt_passthrough_clear(&p);
+    return ok;
+}
+
+int main(void) {
+    dmt_passthrough p = {0};
+
+    /* --- finding spans ------------------------------------------------------ */
+    CHECK(find("Visit https://example.com/a?b=1&c=%20 for details.", &p) == 1 && p.n_spans == 1 &&
+              !strcmp(p.stripped, "Visit for details.") && p.n_kept == 3 && p.spans[0].prev == 0 &&
+              p.spans[0].word == 1 && !p.spans[0].glued && p.kept_word[1] == 2,
+          "a URL is taken out; the model sees the rest", "'%s'", p.stripped);
+    dmt_passthrough_clear(&p);
+    CHECK(find("Visit https://x.org.", &p) == 1 && !strcmp(p.stripped, "Visit.") && p.spans[0].glued &&
+              p.spans[0].len == strlen("https://x.org"),
+          "its trailing full stop stays in the sentence, glued to the word before", "'%s'", p.stripped);
+    dmt_passthrough_clear(&p);
+    CHECK(find("Write to anna.k+mt@mail.example.co.uk, please", &p) == 1 && !strcmp(p.stripped, "Write to, please"),
+          "an e-mail address is taken out (its comma stays)", "'%s'", p.stripped);
+    dmt_passthrough_clear(&p);
+    CHECK(find("See (www.example.org) and mailto:x@y.cz now", &p) == 1 && p.n_spans == 2 &&
+              !strcmp(p.stripped, "See and now"),
+          "www. and mailto: spans, brackets around them go with them", "'%s' %d", p.stripped, p.n_spans);
+    dmt_passthrough_clear(&p);
+    static const char *const not_spans[] = {
+        "It is 5:30 now.", "a@b is not an address", "x@y.z1 is not either", "user@localhost neither",
+        "http:/broken and www. alone", "hello.world is a word", "ftp:// alone", "@home today", "Tom's e-mail.",
+        "HTTPS:// nothing", "two@@signs.com", "dots@a..com", "end@dot.com.", /* the last one is an address */
+    };
+    int wrong = 0;
+    for (size_t i = 0; i + 1 < sizeof not_spans / sizeof *not_spans; i++) {
+        int r = find(not_spans[i], &p);
+        if (r != 0) printf("#   taken as a span: %s\n", not_spans[i]), wrong++;
+        dmt_passthrough_clear(&p);
+    }
+    CHECK(wrong == 0, "times, bare @ words, hosts without a dot, broken schemes are not spans");
+    CHECK(find("end@dot.com.", &p) == 1 && p.n_kept == 0 && !strcmp(p.stripped, ""),
+          "a sentence of nothing but a span and punctuation leaves nothing to translate");
+    dmt_passthrough_clear(&p);
+    CHECK(find("Plain text without any.", &p) == 0 && p.stripped == NULL && p.n_spans == 0,
+          "a sentence without spans is left alone");
+    CHECK(find("Bad https://x.org/\xff\xfe bytes", &p) == 0, "a URL that is not valid UTF-8 is not a span");
+    dmt_passthrough_clear(&p);
+    static const char nul[] = "Nul https://x.org/\0a (x\0) bytes";
+    int r = dmt_passthrough_find(nul, sizeof nul - 1, &p);
+    CHECK(r == 1 && p.n_spans == 1 && p.spans[0].len == 16 && p.stripped_len == strlen("Nul ") + 4 + strlen(" bytes"),
+          "NUL bytes inside a word do not stop the scan", "%d spans, %zu bytes left", p.n_spans, p.stripped_len);
+    dmt_passthrough_clear(&p);
+
+    /* --- putting them back -------------------------------------------------- */
+    {   /* Visit(0) URL(1) for(2) details.(3); stripped: Visit(0) for(1) details.(2) */
+        static const int pairs[] = {0, 0, 0, 1, 1, 2, 2, 3};
+        static const int want[] = {0, 0, 0, 1, 1, 2, 2, 3, 3, 4};
+        CHECK(restores_to("Visit https://example.com/a?b=1 for details.", "Besuchen Sie für Details.", pairs, 4,
+                          "Besuchen Sie https://example.com/a?b=1 für Details.", want, 5),
+              "after the last target word aligned to the word before it; the alignment counts it");
+    }
+    {
+        static const int pairs[] = {0, 0, 0, 1};
+        static const int want[] = {0, 0, 0, 1, 1, 2};
+        CHECK(restores_to("Visit https://x.org.", "Besuchen Sie.", pairs, 2, "Besuchen Sie https://x.org.", want, 3),
+              "before that word's full stop when the source had it so");
+    }
+    {   /* the word before is unaligned: before the word aligned to the one after */
+        static const int pairs[] = {1, 2, 2, 3};
+        CHECK(restores_to("Visit https://x.org for details.", "Bitte besuchen für Details.", pairs, 2,
+                          "Bitte besuchen https://x.org für Details.", NULL, 0),
+              "the word before unaligned: before the word aligned to the word after");
+    }
+    {   /* a pair with a negative target word (not from the engine, but restore must not lose the span) */
+        static const int pairs[] = {1, -1, 0, 7};
+        CHECK(restores_to("Visit https://x.org for details now.", "Besuchen Sie für Details jetzt.", pairs, 2,
+                          "Besuchen https://x.org Sie für Details jetzt.", NULL, 0),
+              "pairs out of range are ignored: by relative position");
+    }
+    CHECK(restores_to("Visit https://x.org for details now.", "Besuchen Sie für Details jetzt.", NULL, 0,
+                      "Besuchen https://x.org Sie für Details jetzt.", NULL, 0),
+          "no alignment (an n-best entry): by relative position");
+    CHECK(restores_to("https://x.org is a site.", "Das ist eine Seite.", NULL, 0, "https://x.org Das ist eine Seite.",
+                      NULL, 0),
+          "a span that starts the sentence starts the translation");
+    {
+        static const int pairs[] = {0, 0, 1, 1};
+        CHECK(restores_to("Mail a@b.cz https://x.org now", "Schreib jetzt", pairs, 2,
+                          "Schreib a@b.cz https://x.org jetzt", NULL, 0),
+              "two spans at one place keep their order");
+    }
+    {   /* Skura(0) bought(1) a(2) new(3) dog.(4) ADDRESS(5): the German verb comes last */
+        static const int pairs[] = {0, 0, 2, 1, 3, 2, 4, 3, 1, 4};
+        CHECK(restores_to("Skura bought a new dog. info@example.org", "Skura hat einen neuen Hund gekauft.", pairs, 5,
+                          "Skura hat einen neuen Hund gekauft. info@example.org", NULL, 0),
+              "a span that ends the sentence ends the translation, whatever the word before aligns to");
+        CHECK(restores_to("Skura bought a new dog at www.dogs.cz.", "Skura hat bei einen neuen Hund gekauft.", pairs, 5,
+                          "Skura hat bei einen neuen Hund gekauft www.dogs.cz.", NULL, 0),
+              "... before the final full stop when the source had it so");
+    }
+    CHECK(restores_to("end@dot.com.", "", NULL, 0, "end@dot.com.", NULL, 0),
+          "nothing to translate: the sentence comes back as it was");
+    {
+        static const int pairs[] = {0, 0, 1, 1};
+        CHECK(restores_to("  Visit   https://x.org  now ", "Besuchen  jetzt ", pairs, 2, "Besuchen https://x.org  jetzt ",
+                          NULL, 0),
+              "the translation's own spacing is kept");
+    }
+    return check_done();
+}
