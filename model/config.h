@@ -37,7 +37,7 @@ typedef struct {
                                * case and answered in capitals (model/casing.h); 0 = "as_is" */
     int alignment_layer;      /* the decoder layer word alignments are read from (forward.h);
                                * -1 (absent): the last */
-    int pass_through;         /* "pass_through": true: URLs and e-mail addresses are kept out of the
+    int pass_through;         /* "pass_through": true: URLs, e-mail addresses and emoji are kept out of the
                                * model and put back by the alignment (model/passthrough.h); default 0 */
 } dmt_decoding_defaults;
 

@@ -54,6 +54,35 @@ static int is_url(const char *s, size_t n) {
     return has_prefix(s, n, "www.") && n > 4 && is_alnum((unsigned char)s[4]) && memchr(s + 4, '.', n - 4) != NULL;
 }
 
+/* One UTF-8 code point at s[0..n): its value, its length in *k; -1 for a bad
+ * sequence (the caller validates the span anyway). */
+static long code_point(const unsigned char *s, size_t n, size_t *k) {
+    int len = s[0] < 0x80 ? 1 : (s[0] >> 5) == 6 ? 2 : (s[0] >> 4) == 14 ? 3 : (s[0] >> 3) == 30 ? 4 : 0;
+    if (!len || (size_t)len > n) return -1;
+    long c = len == 1 ? s[0] : s[0] & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return -1;
+        c = c << 6 | (s[i] & 0x3F);
+    }
+    *k = (size_t)len;
+    return c;
+}
+
+/* Emoji and pictographs (a word of nothing else is kept out of the model): the
+ * pictograph blocks, dingbats, miscellaneous symbols, arrows and stars; joiners,
+ * variation selectors, keycaps and tags only beside them. */
+static int is_emoji_word(const char *w, size_t n) {
+    int pictographs = 0;
+    for (size_t i = 0, k = 0; i < n; i += k) {
+        long c = code_point((const unsigned char *)w + i, n - i, &k);
+        if (c >= 0x1F000 && c <= 0x1FAFF) pictographs++;
+        else if ((c >= 0x2600 && c <= 0x27BF) || (c >= 0x2300 && c <= 0x23FF) || (c >= 0x2B00 && c <= 0x2BFF)) pictographs++;
+        else if (!(c == 0x200D || c == 0xFE0F || c == 0xFE0E || c == 0x20E3 || (c >= 0xE0020 && c <= 0xE007F)))
+            return 0;
+    }
+    return pictographs > 0;
+}
+
 /* The length of word w[0..n) that is a span (its trailing .,;:!? left out), or 0. */
 static size_t span_length(const char *w, size_t n) {
     size_t end = n;
@@ -64,7 +93,8 @@ static size_t span_length(const char *w, size_t n) {
     if (b == a) return 0;
     /* copied into the translation byte for byte: only valid UTF-8 (the tokenizer
      * refuses the sentence otherwise, as it would without this rule) */
-    return (is_url(w + a, b - a) || is_email(w + a, b - a)) && dmt_utf8_validate(w, end, NULL) ? end : 0;
+    if (!dmt_utf8_validate(w, end, NULL)) return 0;
+    return is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a) ? end : 0;
 }
 
 void dmt_passthrough_clear(dmt_passthrough *p) {
@@ -78,8 +108,10 @@ void dmt_passthrough_clear(dmt_passthrough *p) {
 
 int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p) {
     memset(p, 0, sizeof *p);
-    /* a quick look first: most sentences have neither '@' nor "://" nor "www." */
+    /* a quick look first: most sentences have neither '@' nor "://" nor "www." nor
+     * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live) */
     int maybe = memchr(text, '@', len) != NULL;
+    for (size_t i = 0; !maybe && i < len; i++) maybe = (unsigned char)text[i] >= 0xE2;
     for (size_t i = 0; !maybe && i + 3 <= len; i++)
         maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||
                 has_prefix(text + i, len - i, "mailto:");

@@ -1,17 +1,17 @@
-/* passthrough.h — URLs and e-mail addresses kept out of the model and put back
- * into its translation (passthrough.c).
+/* passthrough.h — URLs, e-mail addresses and emoji kept out of the model and put
+ * back into its translation (passthrough.c).
  *
  * A small translation model mangles what it should copy: "https://example.com/a?b=1"
  * comes out as pieces of German. With config.json's "decoding": {"pass_through":
- * true}, a sentence's URLs (http://, https://, ftp://, www.) and e-mail addresses
- * are taken out before tokenization, the rest is translated, and each one is put
+ * true}, a sentence's URLs (http://, https://, ftp://, mailto:, www.), e-mail
+ * addresses and words of nothing but emoji are taken out before tokenization, the rest is translated, and each one is put
  * back, byte for byte, after the target word aligned to the source word before it
  * (model/translate.h's word alignment), before that word's closing punctuation
  * where the source had the span right before its own. A span that starts the
  * sentence starts the translation; one that ends it ends it ("Visit https://x.org."
  * -> "Besuchen Sie https://x.org.", though the verb may move). A span is a whitespace-separated word whose core
  * (without opening brackets and quotes, and closing ones and .,;:!? at its end) is
- * a URL or an address; the word's trailing .,;:!? stays in the sentence, glued to
+ * a URL, an address or emoji (pictographs, with their joiners and modifiers); the word's trailing .,;:!? stays in the sentence, glued to
  * the word before. A sentence that is nothing but spans is given back as it is.
  *
  * Words are counted as everywhere in the translation layer: whitespace-separated.

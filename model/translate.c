@@ -9,7 +9,7 @@
  * sentence typed in capitals is tokenized in sentence case and its translations are
  * given back in capitals (dmt_translate_output.all_caps).
  *
- * URLs and e-mail addresses (model/passthrough.h): with decoding.pass_through, they
+ * URLs, e-mail addresses and emoji (model/passthrough.h): with decoding.pass_through, they
  * are taken out of the sentence before everything else (so an ALL-CAPS sentence
  * with a lower-case URL is still ALL-CAPS, and the URL keeps its case), and put
  * back into each translation after casing, the best one by the word alignment.

@@ -38,7 +38,7 @@ typedef struct {
     int *alignment;    /* [2 * n_alignment]: source word, target word; malloc'd */
     int n_alignment;
     int *src_words;    /* [src_tokens] the source word of each source piece (dmt_translate_encode); malloc'd */
-    dmt_passthrough *pass; /* the URLs and e-mail addresses kept out of the model (decoding.pass_through),
+    dmt_passthrough *pass; /* the URLs, addresses and emoji kept out of the model (decoding.pass_through),
                             * put back into texts and counted in alignment's words; NULL: none; malloc'd */
 } dmt_translate_output;
 

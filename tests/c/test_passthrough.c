@@ -56,6 +56,13 @@ int main(void) {
               !strcmp(p.stripped, "See and now"),
           "www. and mailto: spans, brackets around them go with them", "'%s' %d", p.stripped, p.n_spans);
     dmt_passthrough_clear(&p);
+    CHECK(find("Happy birthday \xF0\x9F\x8E\x89\xF0\x9F\x8E\x82! \xE2\x98\x95 later, \xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD.", &p) == 1 &&
+              p.n_spans == 3 && !strcmp(p.stripped, "Happy birthday! later,."),
+          "a word of emoji (joiners, skin tones and all) is a span", "'%s' %d", p.stripped, p.n_spans);
+    dmt_passthrough_clear(&p);
+    CHECK(find("great\xF0\x9F\x98\x80 and \xC3\xA9t\xC3\xA9 \xE2\x82\xAC" "5 \xE2\x80\x94 \xE4\xB8\xAD\xE6\x96\x87", &p) == 0,
+          "emoji inside a word, accents, the euro sign, dashes and CJK are not");
+    dmt_passthrough_clear(&p);
     static const char *const not_spans[] = {
         "It is 5:30 now.", "a@b is not an address", "x@y.z1 is not either", "user@localhost neither",
         "http:/broken and www. alone", "hello.world is a word", "ftp:// alone", "@home today", "Tom's e-mail.",

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""URLs and e-mail addresses passed through (config.json decoding.pass_through,
+"""URLs, e-mail addresses and emoji passed through (config.json decoding.pass_through,
 model/passthrough.h) end to end, with the shipped model. TAP.
 
-With pass_through true, a sentence's URLs and addresses are kept out of the model and
+With pass_through true, a sentence's URLs, addresses and emoji are kept out of the model and
 put back into its translation:
 - each comes out once, byte for byte, through `deepmt translate` in both batching
   modes and through `deepmt serve`;
@@ -29,9 +29,10 @@ from testutil import repo_path  # noqa: E402
 
 PLAIN = ["Please send the photos to me.", "You can find the schedule on our website.",
          "Tom wrote to me yesterday.", "Read this article before the meeting.",
-         "Ask the teacher if you have questions.", "The new shop opens on Monday."]
+         "Ask the teacher if you have questions.", "The new shop opens on Monday.", "We won the game yesterday."]
 SPANS = ["photos@example.org", "https://example.com/schedule?week=12&lang=en", "tom.smith+news@mail.example.co.uk",
-         "www.example.cz/article/2024/05", "mailto:teacher@school.example.fr", "https://shop.example.net/opening"]
+         "www.example.cz/article/2024/05", "mailto:teacher@school.example.fr", "https://shop.example.net/opening",
+         "\U0001F389\U0001F44D\U0001F3FD"]
 
 
 def with_span(sentence, span, k):
@@ -80,7 +81,7 @@ def main():
         for mode in ("whole", "continuous"):
             rc, got, err = translate(binary, on, lines, "--batching", mode)
             kept = sum(g.count(x) == 1 for g, x in zip(got, SPANS))
-            tap.ok(rc == 0 and kept == len(lines), f"{mode} batches: every URL and address comes out once, as it was "
+            tap.ok(rc == 0 and kept == len(lines), f"{mode} batches: every URL, address and emoji comes out once, as it was "
                    f"({kept}/{len(lines)})", detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(lines, got)) + err[-300:])
             same = sum(without(g, x) == " ".join(p.split()) for g, x, p in zip(got, SPANS, plain))
             tap.ok(rc == 0 and same == len(lines), f"{mode} batches: the rest is the translation of the sentence "
