@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <wctype.h>
 
 #include "base/utf8.h"
@@ -105,4 +106,63 @@ static char *map(const char *s, size_t len, size_t *out_len, int mode) {
 }
 
 char *dmt_casing_sentence_case(const char *s, size_t len, size_t *out_len) { return map(s, len, out_len, 1); }
+
+static int is_space_byte(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+char *dmt_casing_true_case(const char *s, size_t len, size_t *out_len, dmt_casing_known_fn known, void *arg) {
+    size_t n = 0;
+    char *sc = map(s, len, &n, 1);
+    if (!sc || !known) {
+        if (sc && out_len) *out_len = n;
+        return sc;
+    }
+    /* one first letter a word may grow by a byte (2 <-> 3 bytes): n more at most */
+    char *out = malloc(2 * n + 1);
+    if (!out) {
+        free(sc);
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        if (is_space_byte((unsigned char)sc[i])) { out[o++] = sc[i++]; continue; }
+        size_t end = i;
+        while (end < n && !is_space_byte((unsigned char)sc[end])) end++;
+        /* the letters: after leading non-letters, up to the first non-letter */
+        size_t a = i, b;
+        int k;
+        while (a < end) {
+            uint32_t c = decode((const unsigned char *)sc + a, &k);
+            if (is_upper(c) || is_lower(c)) break;
+            a += (size_t)k;
+        }
+        for (b = a; b < end; b += (size_t)k) {
+            uint32_t c = decode((const unsigned char *)sc + b, &k);
+            if (!is_upper(c) && !is_lower(c)) break;
+        }
+        memcpy(out + o, sc + i, a - i);
+        o += a - i;
+        if (b > a) {
+            uint32_t first = decode((const unsigned char *)sc + a, &k), cap = to_upper(first);
+            char capital[256];
+            int m = encode(cap, capital);
+            size_t rest = b - a - (size_t)k;
+            if (is_lower(first) && cap != first && cap <= 0x10FFFF && !(cap >= 0xD800 && cap <= 0xDFFF) &&
+                (size_t)m + rest < sizeof capital) {
+                memcpy(capital + m, sc + a + k, rest);
+                if (known(arg, capital, (size_t)m + rest) && !known(arg, sc + a, b - a)) {
+                    memcpy(out + o, capital, (size_t)m);
+                    o += (size_t)m;
+                    a += (size_t)k;
+                }
+            }
+        }
+        memcpy(out + o, sc + a, end - a);
+        o += end - a;
+        i = end;
+    }
+    out[o] = 0;
+    free(sc);
+    if (out_len) *out_len = o;
+    return out;
+}
 char *dmt_casing_upper(const char *s, size_t len, size_t *out_len) { return map(s, len, out_len, 0); }

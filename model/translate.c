@@ -31,6 +31,19 @@ int dmt_translate_chunk_tokens(const dmt_model *m) {
     return k < most ? k : most;
 }
 
+/* dmt_casing_true_case's oracle: "▁word" is a piece of the model's vocabulary */
+static int known_piece(void *arg, const char *word, size_t len) {
+    char piece[260] = "\xE2\x96\x81";
+    if (len > sizeof piece - 4) return 0;
+    memcpy(piece + 3, word, len);
+    piece[3 + len] = 0;
+    return dmt_tokenizer_piece_to_id(((const dmt_model *)arg)->tokenizer, piece) >= 0;
+}
+
+static char *shouted_to_cased(const dmt_model *m, const char *text, size_t len, size_t *out_len) {
+    return dmt_casing_true_case(text, len, out_len, m->tokenizer ? known_piece : NULL, (void *)m);
+}
+
 int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len) {
     char *cased = NULL, err[256];
     dmt_passthrough pass;
@@ -42,7 +55,7 @@ int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len
     }
     if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
         size_t n = 0;
-        if (!(cased = dmt_casing_sentence_case(text, len, &n))) return -1;
+        if (!(cased = shouted_to_cased(m, text, len, &n))) return -1;
         text = cased;
         len = n;
     }
@@ -197,7 +210,7 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
     }
     if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
         size_t n = 0;
-        if (!(cased = dmt_casing_sentence_case(text, len, &n))) {
+        if (!(cased = shouted_to_cased(m, text, len, &n))) {
             snprintf(o->error, sizeof o->error, "out of memory");
             return -1;
         }
