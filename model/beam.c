@@ -31,7 +31,8 @@ dmt_beam_options dmt_beam_options_default(const dmt_config *cfg) {
                               .min_len = d->min_len,
                               .nbest = 1,
                               .no_repeat_ngram_size = d->no_repeat_ngram_size,
-                              .max_repeats = d->max_repeats};
+                              .max_repeats = d->max_repeats,
+                              .copy_numbers = d->copy_numbers};
 }
 
 int dmt_beam_options_check(const dmt_beam_options *o, char *err, size_t errlen) {
@@ -238,6 +239,65 @@ static void mask_repeats(const search *S, float *row, const int32_t *hist, int g
     }
 }
 
+/* How many maximal runs of digits of seq[0..n) are, digit for digit, run[0..len). */
+static int count_runs(const signed char *dig, const int32_t *seq, int n, const int32_t *run, int len) {
+    int count = 0;
+    for (int s = 0; s < n;) {
+        if (dig[seq[s]] < 0) { s++; continue; }
+        int e = s;
+        while (e < n && dig[seq[e]] >= 0) e++;
+        if (e - s == len) {
+            int j = 0;
+            while (j < len && dig[seq[s + j]] == dig[run[j]]) j++;
+            count += j == len;
+        }
+        s = e;
+    }
+    return count;
+}
+
+/* copy_numbers: digits only as the continuation of a source run of digits (beam.h). */
+static void mask_numbers(const search *S, float *row, const int32_t *hist, int g, int i) {
+    const signed char *dig = S->m->digit_of;
+    const int32_t *src = S->src ? S->src[i] : NULL;
+    int n_src = src ? S->src_len[i] - 1 : 0, p = 0;
+    while (p < g && dig[hist[g - 1 - p]] >= 0) p++; /* the trailing run of digits */
+    const int32_t *run = hist + g - p;
+    int allowed = 0, complete = p == 0;
+    for (int s = 0; s < n_src;) {
+        if (dig[src[s]] < 0) { s++; continue; }
+        int e = s, j = 0;
+        while (e < n_src && dig[src[e]] >= 0) e++;
+        while (j < p && s + j < e && dig[src[s + j]] == dig[run[j]]) j++;
+        if (j == p) {
+            if (e - s == p) complete = 1;
+            else allowed |= 1 << dig[src[s + p]];
+        }
+        s = e;
+    }
+    if (!allowed) complete = 1; /* a run the source lacks (a forced prefix): just no more digits */
+    for (int q = 0; q < S->m->n_digit_ids; q++)
+        if (!(allowed >> dig[S->m->digit_ids[q]] & 1)) ban(S, row, S->m->digit_ids[q]);
+    if (complete) {
+        /* </s> only once every number of the source is written (as often as there) */
+        int eos = S->m->cfg.eos_id, e_eos = entry_of(S, eos);
+        if (e_eos < 0 || row[e_eos] == -INFINITY) return;
+        for (int s = 0; s < n_src;) {
+            if (dig[src[s]] < 0) { s++; continue; }
+            int e = s;
+            while (e < n_src && dig[src[e]] >= 0) e++;
+            if (count_runs(dig, hist, g, src + s, e - s) < count_runs(dig, src, n_src, src + s, e - s)) {
+                row[e_eos] = -INFINITY;
+                return;
+            }
+            s = e;
+        }
+        return;
+    }
+    for (int e = 0; e < S->n_cols; e++) /* inside a number: nothing but its next digit */
+        if (dig[S->cols ? S->cols[e] : e] < 0) row[e] = -INFINITY;
+}
+
 /* Masks what may not come next on one beam of sentence i: <pad>, <s>, </s> before
  * min_len, the repetition guard's ban, and tokens that would repeat an n-gram of
  * hist[0..g). */
@@ -247,6 +307,7 @@ static void mask_row(const search *S, float *row, const int32_t *hist, int g, in
     if (c->bos_id != c->eos_id) ban(S, row, c->bos_id);
     if (t <= S->o.min_len) ban(S, row, c->eos_id);
     if (S->o.max_repeats > 0) mask_repeats(S, row, hist, g, i);
+    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, row, hist, g, i);
     int ng = S->o.no_repeat_ngram_size;
     if (ng <= 0 || g < ng - 1) return;
     const int32_t *tail = hist + g - (ng - 1);

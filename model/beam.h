@@ -21,6 +21,15 @@
  *     token is not generated (no R+1-th copy), unless the source (without </s>)
  *     holds R+1 copies of u in a row. It stops degenerate loops ("m m m m ...",
  *     "tags tags tags ...") and changes nothing else.
+ *   - copy_numbers (with the model's digit table, model.h digit_of): a digit is
+ *     generated only where it continues the generated tokens' trailing run of
+ *     digits (possibly empty) into a prefix of one of the source's runs of digits
+ *     (without </s>); while the trailing run is a prefix of some source run and
+ *     equal to none, only such digits may follow (no other token, </s> included).
+ *     </s> only once every source run has been written as often as the source
+ *     holds it. Numbers come out as the source wrote them (separators between
+ *     runs may change: "1,000" -> "1.000"), never as invented digits ("197197"),
+ *     and none is dropped unless max_len cuts the hypothesis off.
  *   - candidates: the 2k best (beam sum + log-prob) over k beams x vocab, best
  *     first; at t = 1 the k beams are one, so only beam 0's candidates count.
  *   - a </s> candidate among the first k finishes a hypothesis (until the sentence
@@ -70,6 +79,8 @@ typedef struct {
     int nbest;                /* hypotheses returned per sentence, 1 <= nbest <= beam_size */
     int no_repeat_ngram_size; /* 0 = off; else no n-gram of this size appears twice */
     int max_repeats;          /* repetition guard (see above); 0 = off */
+    int copy_numbers;         /* numbers copied from the source (see above); needs the model's digit
+                               * table (config.json decoding.copy_numbers), else no effect */
     const dmt_beam_control *control; /* NULL: none (see above; not compared as an option) */
 } dmt_beam_options;
 

@@ -147,6 +147,13 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
         }
         c->decoding.all_caps_lower = !strcmp(s, "lower");
     }
+    if ((v = json_object_get(d, "copy_numbers"))) {
+        if (!json_is_boolean(v)) {
+            snprintf(err, errlen, "config.json: decoding.copy_numbers must be true or false");
+            return -1;
+        }
+        c->decoding.copy_numbers = json_is_true(v);
+    }
     if ((v = json_object_get(d, "pass_through"))) {
         if (!json_is_boolean(v)) {
             snprintf(err, errlen, "config.json: decoding.pass_through must be true or false");

@@ -37,6 +37,8 @@ typedef struct {
                                * case and answered in capitals (model/casing.h); 0 = "as_is" */
     int alignment_layer;      /* the decoder layer word alignments are read from (forward.h);
                                * -1 (absent): the last */
+    int copy_numbers;         /* "copy_numbers": true: digits only as copies of the source's numbers
+                               * (beam.h); needs a vocabulary with every digit its own piece; default 0 */
     int pass_through;         /* "pass_through": true: URLs, e-mail addresses and emoji are kept out of the
                                * model and put back by the alignment (model/passthrough.h); default 0 */
 } dmt_decoding_defaults;

@@ -474,6 +474,34 @@ static int bind_all(loader *L) {
     return 0;
 }
 
+/* decoding.copy_numbers: which pieces write one digit. A piece that mixes a digit
+ * with anything else ("19", "▁5") would let a number be written past the rule: such
+ * a vocabulary is refused. */
+static int build_digit_table(dmt_model *m, char *err, size_t errlen) {
+    int V = m->cfg.vocab_size, n = 0;
+    signed char *dig = own(m, (size_t)V);
+    int *ids = own(m, 20 * sizeof *ids);
+    if (!dig || !ids) { snprintf(err, errlen, "out of memory"); return -1; }
+    for (int id = 0; id < V; id++) {
+        const char *p = dmt_tokenizer_id_to_piece(m->tokenizer, id);
+        unsigned b = 0;
+        dig[id] = -1;
+        if (!p) continue;
+        if (p[0] >= '0' && p[0] <= '9' && !p[1]) dig[id] = (signed char)(p[0] - '0');
+        else if (sscanf(p, "<0x%2X>", &b) == 1 && strlen(p) == 6 && b >= '0' && b <= '9') dig[id] = (signed char)(b - '0');
+        else if (strpbrk(p, "0123456789") && !(p[0] == '<' && p[1] == '0' && p[2] == 'x')) {
+            snprintf(err, errlen, "config.json: decoding.copy_numbers needs every digit as its own piece, but the "
+                                  "vocabulary has \"%s\" (train the vocabulary with tools/train.py spm --split-digits)", p);
+            return -1;
+        }
+        if (dig[id] >= 0 && n < 20) ids[n++] = id;
+    }
+    m->digit_of = dig;
+    m->digit_ids = ids;
+    m->n_digit_ids = n;
+    return 0;
+}
+
 static int check_languages(dmt_model *m, char *err, size_t errlen) {
     for (int i = 0; i < m->cfg.n_languages; i++) {
         const dmt_language *l = &m->cfg.languages[i];
@@ -597,6 +625,7 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
     if (!opts.ids_only) {
         if (!(m->tokenizer = dmt_tokenizer_load(dir, m->cfg.vocab_size, m->cfg.unk_id, err, errlen))) goto fail;
         if (check_languages(m, err, errlen)) goto fail;
+        if (m->cfg.decoding.copy_numbers && build_digit_table(m, err, errlen)) goto fail;
     }
     if (!opts.no_shortlist && load_shortlist(m, dir, err, errlen)) goto fail;
     return m;

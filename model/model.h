@@ -82,6 +82,10 @@ typedef struct dmt_model {
     char precision_reason[192];          /* why that one ("config.json vouches: ..."), for ready lines */
     const struct dmt_kernels *kernels;   /* the kernel level it runs (model/kernels/kernels.h) */
     struct dmt_tokenizer *tokenizer;     /* NULL when loaded ids-only */
+    const signed char *digit_of;         /* [vocab] the digit a piece writes ("7", or the byte <0x37>), -1 for
+                                            any other; NULL unless decoding.copy_numbers (beam.h) */
+    const int *digit_ids;                /* [n_digit_ids] the pieces with digit_of >= 0 */
+    int n_digit_ids;
     struct dmt_shortlist *shortlist;     /* MODEL_DIR/shortlist.bin (model/shortlist.h); NULL when the
                                             directory has none or the load options turn it off */
     /* load bookkeeping */

@@ -30,15 +30,17 @@ def read_lines(data, split, lang, n):
         return [line.rstrip("\n") for _, line in zip(range(n), f)]
 
 
-def read_general(general, test_set, source, target, n):
-    """Source lines of a general-domain test set: tatoeba (pair files en-xx) or flores101."""
+def read_general(general, test_set, source, target, n, digits=False):
+    """Source lines of a general-domain test set: tatoeba (pair files en-xx) or flores101
+    (digits: only lines with a digit)."""
     if test_set == "flores101":
         path = os.path.join(general, "test", f"flores101.devtest.{source}")
     else:
         pair = "-".join(sorted((source, target), key=lambda x: x != "en"))
         path = os.path.join(general, "test", f"{test_set}.{pair}.{source}")
     with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for _, line in zip(range(n), f)]
+        lines = (line.rstrip("\n") for line in f)
+        return [x for _, x in zip(range(n), (x for x in lines if not digits or any(c.isdigit() for c in x)))]
 
 
 def reference_translations(model, sp, lines, target, opt):
@@ -58,6 +60,20 @@ def reference_translations(model, sp, lines, target, opt):
         tokens = [t for t in hyps[0][0] if t not in lang_ids and t not in
                   (cfg["bos_id"], cfg["eos_id"], cfg["pad_id"])]
         out.append(sp.decode(tokens))
+    return out
+
+
+def digit_table(sp):
+    """copy_numbers: the digit each piece writes ("7", or the byte <0x37>), -1 for others
+    (model/model.c build_digit_table)."""
+    import numpy as np
+    out = np.full(sp.get_piece_size(), -1, dtype=np.int64)
+    for i in range(sp.get_piece_size()):
+        p = sp.id_to_piece(i)
+        if len(p) == 1 and "0" <= p <= "9":
+            out[i] = int(p)
+        elif len(p) == 6 and p.startswith("<0x") and p.endswith(">") and 0x30 <= int(p[3:5], 16) <= 0x39:
+            out[i] = int(p[3:5], 16) - 0x30
     return out
 
 
@@ -83,6 +99,7 @@ def main():
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "deepmt"))
     ap.add_argument("--general", metavar="DIR", help="read a general-domain test set from DIR/test instead")
     ap.add_argument("--set", default="tatoeba", help="with --general: tatoeba or flores101")
+    ap.add_argument("--with-digits", action="store_true", help="with --general: only lines holding a digit")
     args = ap.parse_args()
     import sentencepiece as spm
     torch.set_num_threads(1)
@@ -92,11 +109,11 @@ def main():
     opt = Options(beam_size=args.beam, length_penalty=dec.get("length_penalty", 1.0),
                   max_len_a=dec.get("max_len_a", 1.2), max_len_b=dec.get("max_len_b", 10),
                   min_len=dec.get("min_len", 1), no_repeat_ngram_size=dec.get("no_repeat_ngram_size", 0),
-                  max_repeats=dec.get("max_repeats", 0))
+                  max_repeats=dec.get("max_repeats", 0), digit_of=digit_table(sp) if dec.get("copy_numbers") else None)
     total = same = 0
     for direction in args.directions.split(","):
         source, target = direction.split("-")
-        lines = (read_general(args.general, args.set, source, target, args.lines) if args.general
+        lines = (read_general(args.general, args.set, source, target, args.lines, args.with_digits) if args.general
                  else read_lines(args.data, args.split, source, args.lines))
         t0 = time.time()
         c_out = engine_translations(args.bin, args.model, lines, target, args.beam)

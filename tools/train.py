@@ -764,6 +764,15 @@ def cmd_export(args):
         if spm_lib.SentencePieceProcessor(model_file=spm_model).get_piece_size() != cfg["vocab_size"]:
             raise SystemExit(f"{state['args']['spm']} is gone and {spm_model} does not fit the model: pass --spm")
         log(f"{state['args']['spm']} is gone: using {spm_model} (pass --spm to choose)")
+    # the engine's text rules (docs/decoding.md), on for a model of this recipe unless
+    # the directory chose otherwise: ALL-CAPS in sentence case, URLs/addresses/emoji
+    # passed through, numbers copied (where the vocabulary gives every digit its own piece)
+    import sentencepiece as spm_lib
+    sp = spm_lib.SentencePieceProcessor(model_file=spm_model)
+    split = all(len(p) == 1 or p.startswith("<0x") or not any(ch.isdigit() for ch in p)
+                for p in (sp.id_to_piece(i) for i in range(sp.get_piece_size())))
+    rules = {"all_caps": "lower", "pass_through": True, **({"copy_numbers": True} if split else {})}
+    model.cfg["decoding"] = dict(rules, **model.cfg.get("decoding", {}))
     modeldir.save(model.eval(), args.out, dtype=args.dtype, sentencepiece=spm_model,
                   metadata={"step": state["step"]})
     log(f"exported {path} (step {state['step']}) to {args.out} as {args.dtype}")

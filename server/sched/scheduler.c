@@ -80,7 +80,8 @@ static void abs_time(double t, struct timespec *ts) {
 static int same_options(const dmt_beam_options *a, const dmt_beam_options *b) {
     return a->beam_size == b->beam_size && a->length_penalty == b->length_penalty && a->max_len_a == b->max_len_a &&
            a->max_len_b == b->max_len_b && a->min_len == b->min_len && a->nbest == b->nbest &&
-           a->no_repeat_ngram_size == b->no_repeat_ngram_size && a->max_repeats == b->max_repeats;
+           a->no_repeat_ngram_size == b->no_repeat_ngram_size && a->max_repeats == b->max_repeats &&
+           a->copy_numbers == b->copy_numbers;
 }
 
 /* The policy's key test: the same model and the same options share a batch. */

@@ -31,6 +31,7 @@ class Options:
     nbest: int = 1
     no_repeat_ngram_size: int = 0
     max_repeats: int = 0
+    digit_of: object = None   # copy_numbers (model/beam.h): per piece id, the digit it writes or -1; None: off
 
 
 REPEAT_MAX_UNIT = 8  # DMT_REPEAT_MAX_UNIT in model/beam.h
@@ -82,6 +83,44 @@ def repeat_banned(tokens, src, max_repeats):
     return out
 
 
+def digit_runs(seq, digit_of):
+    """The maximal runs of digit pieces in seq, as tuples of digits."""
+    runs, cur = [], []
+    for tok in seq:
+        if digit_of[tok] >= 0:
+            cur.append(int(digit_of[tok]))
+        elif cur:
+            runs.append(tuple(cur))
+            cur = []
+    if cur:
+        runs.append(tuple(cur))
+    return runs
+
+
+def number_mask(tokens, src, digit_of):
+    """copy_numbers: (digits allowed next, whether anything else may follow, whether
+    </s> may). A digit continues the trailing run of digits into a prefix of a source
+    run; inside a run that is a proper prefix of some source run and equal to none,
+    only digits; </s> once every source run is written as often as in the source."""
+    run = []
+    for tok in reversed(tokens):
+        if digit_of[tok] < 0:
+            break
+        run.insert(0, int(digit_of[tok]))
+    allowed, complete = set(), not run
+    for r in digit_runs(src[:-1], digit_of):
+        if len(r) >= len(run) and list(r[:len(run)]) == run:
+            if len(r) == len(run):
+                complete = True
+            else:
+                allowed.add(r[len(run)])
+    if not allowed:
+        complete = True
+    src_runs, hyp_runs = digit_runs(src[:-1], digit_of), digit_runs(tokens, digit_of)
+    eos_ok = all(hyp_runs.count(r) >= src_runs.count(r) for r in src_runs)
+    return allowed, complete, eos_ok
+
+
 def step_alignment(attn):
     """The C engine's alignment of one decoder step (forward.h dmt_decode_alignment):
     per row, the source position with the largest cross-attention weight of the last
@@ -130,6 +169,14 @@ def search(model, src, forced, opt, alignments=None):
                     row[tok] = NEG_INF
                 for tok in banned_tokens(tokens, opt.no_repeat_ngram_size):
                     row[tok] = NEG_INF
+                if opt.digit_of is not None:
+                    allowed, complete, eos_ok = number_mask(tokens, src, opt.digit_of)
+                    is_digit = opt.digit_of >= 0
+                    row[is_digit & ~np.isin(opt.digit_of, list(allowed))] = NEG_INF
+                    if not complete:
+                        row[~is_digit] = NEG_INF
+                    elif not eos_ok:
+                        row[eos] = NEG_INF
                 sums = np.float32(total) + row          # float32 addition, as in C
                 for tok in range(len(row)):
                     if sums[tok] > NEG_INF:

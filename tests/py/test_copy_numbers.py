@@ -1,0 +1,138 @@
+#!/usr/bin/python3
+"""Numbers copied from the source (config.json decoding.copy_numbers, model/beam.h)
+end to end, with the shipped model. TAP.
+
+On FLORES-101 devtest sentences with digits (en->de), with the rule:
+- no output holds a run of digits that is not one of its source's runs, through
+  `deepmt translate` in both batching modes and through `deepmt serve`;
+- more sentences keep every digit run than without the rule (</s> waits for every
+  source number), at least 85%, and without it some outputs invent runs (so the
+  rule is what prevents them);
+- the C engine and the PyTorch reference (tools/dmt/beam.py's mirror of the rule)
+  give the same translations (tools/agreement.py --with-digits).
+A vocabulary that merges digits (the captions model's: "▁19") is refused at load
+when the rule is on, with a message that says how to make one that fits.
+Skips with a message when ../shared/data/general is absent.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import tap  # noqa: E402
+import test_server as ts  # noqa: E402
+from testutil import repo_path  # noqa: E402
+
+LINES = 40
+AGREEMENT_LINES = 4
+
+
+def model_copy(src, tmp, name, value):
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    for f in ("model.safetensors", "sentencepiece.model", "shortlist.bin"):
+        if os.path.exists(os.path.join(src, f)):
+            os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(d, f))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    cfg.setdefault("decoding", {})["copy_numbers"] = value
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return d
+
+
+def translate(binary, model, lines, *extra):
+    r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "-q", "--no-split", *extra],
+                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600)
+    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
+
+
+def invented(src, hyp):
+    """Outputs holding a run of digits their source does not hold."""
+    return [(x, h) for x, h in zip(src, hyp) if any(r not in re.findall(r"\d+", x) for r in re.findall(r"\d+", h))]
+
+
+def kept_all(src, hyp):
+    return sum(all(r in re.findall(r"\d+", h) for r in re.findall(r"\d+", x)) for x, h in zip(src, hyp))
+
+
+def main():
+    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
+    base = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
+    general = os.path.join(repo_path(os.environ.get("DEEPMT_SHARED", os.path.join("..", "shared"))), "data", "general")
+    path = os.path.join(general, "test", "flores101.devtest.en")
+    if not os.path.isfile(path):
+        tap.skip(f"no FLORES-101 devtest at {path} (set DEEPMT_SHARED)")
+        return tap.done()
+    if not os.access(binary, os.X_OK):
+        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+        return tap.done()
+    with open(path, encoding="utf-8") as f:
+        src = [x.rstrip("\n") for x in f if re.search(r"\d", x)][:LINES]
+    tmp = tempfile.mkdtemp(prefix="deepmt-numbers-")
+    try:
+        on = model_copy(base, tmp, "on", True)
+        off = model_copy(base, tmp, "off", False)
+        kept = {}
+        for mode in ("whole", "continuous"):
+            rc, hyp, err = translate(binary, on, src, "--batching", mode)
+            bad = invented(src, hyp)
+            tap.ok(rc == 0 and len(hyp) == len(src) and not bad,
+                   f"{mode} batches: no output invents a run of digits ({len(bad)}/{len(src)})",
+                   detail=err[-300:] + "\n".join(f"{x!r} -> {h!r}" for x, h in bad[:3]))
+            kept[mode] = kept_all(src, hyp)
+        rc, hyp_off, err = translate(binary, off, src)
+        bad_off = invented(src, hyp_off)
+        tap.ok(rc == 0 and len(bad_off) > 0, f"copy_numbers false: {len(bad_off)}/{len(src)} outputs invent digits",
+               detail=err[-300:])
+        tap.ok(kept["whole"] > kept_all(src, hyp_off) and kept["whole"] >= 0.85 * len(src),
+               f"every digit run kept in {kept['whole']}/{len(src)} sentences with the rule (>= 85%; measured 38), "
+               f"{kept_all(src, hyp_off)} without")
+
+        srv = ts.Server(model=on)
+        try:
+            st, _, j = ts.translate(srv.port, src[:8])
+            got = j.get("translatedText", []) if isinstance(j, dict) else []
+            tap.ok(st == 200 and len(got) == 8 and not invented(src[:8], got),
+                   "serve (continuous batches): no invented digits", detail=f"{st} {str(j)[:300]}")
+        finally:
+            srv.stop()
+
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            tap.skip("python3-torch missing: C vs PyTorch agreement not checked")
+        else:
+            r = subprocess.run([sys.executable, os.path.join(REPO, "tools", "agreement.py"), "--model", on,
+                                "--general", general, "--set", "flores101", "--with-digits", "--directions", "en-de",
+                                "--lines", str(AGREEMENT_LINES), "--bin", binary],
+                               capture_output=True, text=True, timeout=1200)
+            m = re.search(r"all: (\d+)/(\d+) identical", r.stdout)
+            same, n = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+            tap.ok(n == AGREEMENT_LINES and same == n,
+                   f"C engine vs PyTorch reference with the rule, FLORES lines with digits: {same}/{n} identical",
+                   detail=r.stdout[-1500:] + r.stderr[-800:])
+
+        captions = repo_path("models/captions")
+        if os.path.isfile(os.path.join(captions, "model.safetensors")):
+            merged = model_copy(captions, tmp, "merged", True)
+            rc, _, err = translate(binary, merged, ["In 2012, 300 people came."])
+            tap.ok(rc != 0 and "copy_numbers" in err and "split-digits" in err,
+                   "a vocabulary that merges digits is refused with the rule on, saying how to fix it", detail=err)
+        bad = model_copy(base, tmp, "bad", 1)
+        rc, _, err = translate(binary, bad, ["Hello."])
+        tap.ok(rc != 0 and "copy_numbers" in err, "decoding.copy_numbers 1 (not a boolean) is refused, named",
+               detail=err)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tap.done()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
