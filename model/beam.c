@@ -263,10 +263,11 @@ static void mask_numbers(const search *S, float *row, const int32_t *hist, int g
     int n_src = src ? S->src_len[i] - 1 : 0, p = 0;
     while (p < g && dig[hist[g - 1 - p]] >= 0) p++; /* the trailing run of digits */
     const int32_t *run = hist + g - p;
-    int allowed = 0, complete = p == 0;
+    int allowed = 0, complete = p == 0, runs = 0;
     for (int s = 0; s < n_src;) {
         if (dig[src[s]] < 0) { s++; continue; }
         int e = s, j = 0;
+        runs++;
         while (e < n_src && dig[src[e]] >= 0) e++;
         while (j < p && s + j < e && dig[src[s + j]] == dig[run[j]]) j++;
         if (j == p) {
@@ -279,9 +280,11 @@ static void mask_numbers(const search *S, float *row, const int32_t *hist, int g
     for (int q = 0; q < S->m->n_digit_ids; q++)
         if (!(allowed >> dig[S->m->digit_ids[q]] & 1)) ban(S, row, S->m->digit_ids[q]);
     if (complete) {
-        /* </s> only once every number of the source is written (as often as there) */
+        /* </s> only once every number of the source is written (as often as there);
+         * its cost grows with the square of the runs: a source of more than
+         * DMT_COPY_NUMBERS_MAX_RUNS (a table of figures) keeps only the rule above */
         int eos = S->m->cfg.eos_id, e_eos = entry_of(S, eos);
-        if (e_eos < 0 || row[e_eos] == -INFINITY) return;
+        if (runs > DMT_COPY_NUMBERS_MAX_RUNS || e_eos < 0 || row[e_eos] == -INFINITY) return;
         for (int s = 0; s < n_src;) {
             if (dig[src[s]] < 0) { s++; continue; }
             int e = s;

@@ -27,7 +27,7 @@
  *     (without </s>); while the trailing run is a prefix of some source run and
  *     equal to none, only such digits may follow (no other token, </s> included).
  *     </s> only once every source run has been written as often as the source
- *     holds it. Numbers come out as the source wrote them (separators between
+ *     holds it (for sources of at most DMT_COPY_NUMBERS_MAX_RUNS runs). Numbers come out as the source wrote them (separators between
  *     runs may change: "1,000" -> "1.000"), never as invented digits ("197197"),
  *     and none is dropped unless max_len cuts the hypothesis off.
  *   - candidates: the 2k best (beam sum + log-prob) over k beams x vocab, best
@@ -54,6 +54,7 @@
 
 #define DMT_BEAM_MAX_SIZE 64 /* largest beam_size accepted */
 #define DMT_REPEAT_MAX_UNIT 8 /* longest repeated unit the repetition guard looks for */
+#define DMT_COPY_NUMBERS_MAX_RUNS 32 /* copy_numbers holds </s> back only for sources with at most this many numbers */
 
 /* Hooks into a running search, for a caller that serves many clients (the
  * server's scheduler): sentences can leave the batch between decoder steps, and

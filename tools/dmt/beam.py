@@ -35,6 +35,7 @@ class Options:
 
 
 REPEAT_MAX_UNIT = 8  # DMT_REPEAT_MAX_UNIT in model/beam.h
+COPY_NUMBERS_MAX_RUNS = 32  # DMT_COPY_NUMBERS_MAX_RUNS
 
 
 def f32(x):
@@ -117,7 +118,7 @@ def number_mask(tokens, src, digit_of):
     if not allowed:
         complete = True
     src_runs, hyp_runs = digit_runs(src[:-1], digit_of), digit_runs(tokens, digit_of)
-    eos_ok = all(hyp_runs.count(r) >= src_runs.count(r) for r in src_runs)
+    eos_ok = len(src_runs) > COPY_NUMBERS_MAX_RUNS or all(hyp_runs.count(r) >= src_runs.count(r) for r in src_runs)
     return allowed, complete, eos_ok
 
 
