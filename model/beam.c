@@ -257,8 +257,9 @@ static int count_runs(const signed char *dig, const int32_t *seq, int n, const i
 }
 
 /* copy_numbers: digits only as the continuation of a source run of digits (beam.h). */
-static void mask_numbers(const search *S, float *row, const int32_t *hist, int g, int i) {
+static void mask_numbers(const search *S, float *row, const int32_t *hist, int g, int t, int i) {
     const signed char *dig = S->m->digit_of;
+    int room = S->max_len[i] - t; /* tokens this hypothesis may still generate after this one */
     const int32_t *src = S->src ? S->src[i] : NULL;
     int n_src = src ? S->src_len[i] - 1 : 0, p = 0;
     while (p < g && dig[hist[g - 1 - p]] >= 0) p++; /* the trailing run of digits */
@@ -272,7 +273,7 @@ static void mask_numbers(const search *S, float *row, const int32_t *hist, int g
         while (j < p && s + j < e && dig[src[s + j]] == dig[run[j]]) j++;
         if (j == p) {
             if (e - s == p) complete = 1;
-            else allowed |= 1 << dig[src[s + p]];
+            else if (e - s - p - 1 <= room) allowed |= 1 << dig[src[s + p]]; /* a number it can finish */
         }
         s = e;
     }
@@ -310,7 +311,7 @@ static void mask_row(const search *S, float *row, const int32_t *hist, int g, in
     if (c->bos_id != c->eos_id) ban(S, row, c->bos_id);
     if (t <= S->o.min_len) ban(S, row, c->eos_id);
     if (S->o.max_repeats > 0) mask_repeats(S, row, hist, g, i);
-    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, row, hist, g, i);
+    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, row, hist, g, t, i);
     int ng = S->o.no_repeat_ngram_size;
     if (ng <= 0 || g < ng - 1) return;
     const int32_t *tail = hist + g - (ng - 1);

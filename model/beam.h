@@ -24,11 +24,13 @@
  *   - copy_numbers (with the model's digit table, model.h digit_of): a digit is
  *     generated only where it continues the generated tokens' trailing run of
  *     digits (possibly empty) into a prefix of one of the source's runs of digits
- *     (without </s>); while the trailing run is a prefix of some source run and
- *     equal to none, only such digits may follow (no other token, </s> included).
- *     </s> only once every source run has been written as often as the source
- *     holds it (for sources of at most DMT_COPY_NUMBERS_MAX_RUNS runs). Numbers come out as the source wrote them (separators between
- *     runs may change: "1,000" -> "1.000"), never as invented digits ("197197"),
+ *     (without </s>) that max_len leaves room to finish; while the trailing run
+ *     is a prefix of some source run and equal to none, only such digits may
+ *     follow (no other token, </s> included). </s> only once every source run
+ *     has been written as often as the source holds it (for sources of at most
+ *     DMT_COPY_NUMBERS_MAX_RUNS runs). Numbers come out as the source wrote them
+ *     (separators between runs may change: "1,000" -> "1.000"), never as
+ *     invented digits ("197197") nor cut off,
  *     and none is dropped unless max_len cuts the hypothesis off.
  *   - candidates: the 2k best (beam sum + log-prob) over k beams x vocab, best
  *     first; at t = 1 the k beams are one, so only beam 0's candidates count.

@@ -9,7 +9,8 @@ On FLORES-101 devtest sentences with digits (en->de), with the rule:
   source number), at least 85%, and without it some outputs invent runs (so the
   rule is what prevents them);
 - the C engine and the PyTorch reference (tools/dmt/beam.py's mirror of the rule)
-  give the same translations (tools/agreement.py --with-digits).
+  give the same translations (tools/agreement.py --with-digits);
+- a maximum length too short for a source number leaves it out rather than cut it.
 A vocabulary that merges digits (the captions model's: "▁19") is refused at load
 when the rule is on, with a message that says how to make one that fits.
 Skips with a message when ../shared/data/general is absent.
@@ -87,6 +88,14 @@ def main():
                    f"{mode} batches: no output invents a run of digits ({len(bad)}/{len(src)})",
                    detail=err[-300:] + "\n".join(f"{x!r} -> {h!r}" for x, h in bad[:3]))
             kept[mode] = kept_all(src, hyp)
+        # A maximum length too short for a number: it is left out, never cut off
+        # ("Die Zahl ist 12345678" from 1234567890123 before the rule knew max_len).
+        long_numbers = ["The number is 1234567890123 and then 4455667788.", "Call 0049301234567 now."]
+        for b in (6, 8, 12):
+            rc, hyp, err = translate(binary, on, long_numbers, "--max-len-a", "0", "--max-len-b", str(b))
+            bad = invented(long_numbers, hyp)
+            tap.ok(rc == 0 and not bad, f"max length {b}: no number cut off ({len(bad)}/{len(long_numbers)})",
+                   detail=err[-300:] + "\n".join(f"{x!r} -> {h!r}" for x, h in bad))
         rc, hyp_off, err = translate(binary, off, src)
         bad_off = invented(src, hyp_off)
         tap.ok(rc == 0 and len(bad_off) > 0, f"copy_numbers false: {len(bad_off)}/{len(src)} outputs invent digits",

@@ -98,11 +98,12 @@ def digit_runs(seq, digit_of):
     return runs
 
 
-def number_mask(tokens, src, digit_of):
+def number_mask(tokens, src, digit_of, room=1 << 30):
     """copy_numbers: (digits allowed next, whether anything else may follow, whether
     </s> may). A digit continues the trailing run of digits into a prefix of a source
     run; inside a run that is a proper prefix of some source run and equal to none,
-    only digits; </s> once every source run is written as often as in the source."""
+    only digits; </s> once every source run is written as often as in the source. room:
+    tokens the hypothesis may still generate after the next one (a number must fit)."""
     run = []
     for tok in reversed(tokens):
         if digit_of[tok] < 0:
@@ -113,7 +114,7 @@ def number_mask(tokens, src, digit_of):
         if len(r) >= len(run) and list(r[:len(run)]) == run:
             if len(r) == len(run):
                 complete = True
-            else:
+            elif len(r) - len(run) - 1 <= room:
                 allowed.add(r[len(run)])
     if not allowed:
         complete = True
@@ -171,7 +172,7 @@ def search(model, src, forced, opt, alignments=None):
                 for tok in banned_tokens(tokens, opt.no_repeat_ngram_size):
                     row[tok] = NEG_INF
                 if opt.digit_of is not None:
-                    allowed, complete, eos_ok = number_mask(tokens, src, opt.digit_of)
+                    allowed, complete, eos_ok = number_mask(tokens, src, opt.digit_of, max_len - t)
                     is_digit = opt.digit_of >= 0
                     row[is_digit & ~np.isin(opt.digit_of, list(allowed))] = NEG_INF
                     if not complete:
