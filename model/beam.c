@@ -264,20 +264,35 @@ static void mask_numbers(const search *S, float *row, const int32_t *hist, int g
     int n_src = src ? S->src_len[i] - 1 : 0, p = 0;
     while (p < g && dig[hist[g - 1 - p]] >= 0) p++; /* the trailing run of digits */
     const int32_t *run = hist + g - p;
-    int allowed = 0, complete = p == 0, runs = 0;
+    int open = 0; /* digits the rules before (repeats, n-grams) and the shortlist leave */
+    for (int q = 0; q < S->m->n_digit_ids; q++) {
+        int e = entry_of(S, S->m->digit_ids[q]);
+        if (e >= 0 && row[e] > -INFINITY) open |= 1 << dig[S->m->digit_ids[q]];
+    }
+    int runs = 0;
+    for (int s = 0; s < n_src; s++)
+        if (dig[src[s]] >= 0 && (s == 0 || dig[src[s - 1]] < 0)) runs++;
+    int allowed = 0, complete = p == 0;
     for (int s = 0; s < n_src;) {
         if (dig[src[s]] < 0) { s++; continue; }
         int e = s, j = 0;
-        runs++;
         while (e < n_src && dig[src[e]] >= 0) e++;
         while (j < p && s + j < e && dig[src[s + j]] == dig[run[j]]) j++;
         if (j == p) {
             if (e - s == p) complete = 1;
-            else if (e - s - p - 1 <= room) allowed |= 1 << dig[src[s + p]]; /* a number it can finish */
+            else if (e - s - p - 1 <= room /* a number it can finish */
+                     && (open >> dig[src[s + p]] & 1)
+                     /* no number more often than the source has it ("100,000,000,000"
+                      * from "100.000"); the count costs the square of the runs */
+                     && (runs > DMT_COPY_NUMBERS_MAX_RUNS ||
+                         count_runs(dig, hist, g, src + s, e - s) < count_runs(dig, src, n_src, src + s, e - s)))
+                allowed |= 1 << dig[src[s + p]];
         }
         s = e;
     }
-    if (!allowed) complete = 1; /* a run the source lacks (a forced prefix): just no more digits */
+    /* nothing to continue (a run the source lacks, from a forced prefix; or a number
+     * another rule stops): no more digits, and words may follow */
+    if (!allowed) complete = 1;
     for (int q = 0; q < S->m->n_digit_ids; q++)
         if (!(allowed >> dig[S->m->digit_ids[q]] & 1)) ban(S, row, S->m->digit_ids[q]);
     if (complete) {
@@ -311,12 +326,14 @@ static void mask_row(const search *S, float *row, const int32_t *hist, int g, in
     if (c->bos_id != c->eos_id) ban(S, row, c->bos_id);
     if (t <= S->o.min_len) ban(S, row, c->eos_id);
     if (S->o.max_repeats > 0) mask_repeats(S, row, hist, g, i);
-    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, row, hist, g, t, i);
     int ng = S->o.no_repeat_ngram_size;
-    if (ng <= 0 || g < ng - 1) return;
-    const int32_t *tail = hist + g - (ng - 1);
-    for (int j = 0; j + ng - 1 < g; j++)
-        if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) ban(S, row, hist[j + ng - 1]);
+    if (ng > 0 && g >= ng - 1) {
+        const int32_t *tail = hist + g - (ng - 1);
+        for (int j = 0; j + ng - 1 < g; j++)
+            if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) ban(S, row, hist[j + ng - 1]);
+    }
+    /* last: it reads which digits the bans above left */
+    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, row, hist, g, t, i);
 }
 
 /* The best `cap` candidates of one beam into top[] (best first); their count.
@@ -418,6 +435,16 @@ static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
             memcpy(S->ahist[nxt] + w * L, ha, (size_t)(t - 1) * sizeof *ha);
             S->ahist[nxt][w * L + t - 1] = S->step_align ? S->step_align[r0 + c->beam] : -1;
             S->cum[nxt][w] = c->score;
+        }
+    }
+    if (live == 0 && S->n_pool[i] == 0) {
+        /* every continuation of every beam is masked (rules that contradict each other
+         * on a strange input): the beams as they stand are the translation, rather
+         * than none */
+        for (int j = 0; j < k && j < S->width; j++) {
+            size_t r = r0 + j;
+            if (S->cum[cur][r] > -INFINITY)
+                add_to_pool(S, i, S->hist[cur] + r * L, S->ahist[cur] + r * L, t - 1, S->cum[cur][r], t > 1 ? t - 1 : 1);
         }
     }
     int stop = S->n_fin[i] >= k || live == 0;

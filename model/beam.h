@@ -24,7 +24,9 @@
  *   - copy_numbers (with the model's digit table, model.h digit_of): a digit is
  *     generated only where it continues the generated tokens' trailing run of
  *     digits (possibly empty) into a prefix of one of the source's runs of digits
- *     (without </s>) that max_len leaves room to finish; while the trailing run
+ *     (without </s>) that max_len leaves room to finish, that no earlier rule
+ *     bans and that is not yet written as often as the source holds it (for
+ *     sources of at most DMT_COPY_NUMBERS_MAX_RUNS runs); while the trailing run
  *     is a prefix of some source run and equal to none, only such digits may
  *     follow (no other token, </s> included). </s> only once every source run
  *     has been written as often as the source holds it (for sources of at most
@@ -39,7 +41,10 @@
  *   - a sentence stops when it has k finished hypotheses (fairseq's early stop: a
  *     live beam that might still overtake them after length normalisation is not
  *     waited for), when no beam is left, or after step max_len, where its live
- *     beams become hypotheses as they are (no </s>, t scored tokens).
+ *     beams become hypotheses as they are (no </s>, t scored tokens). When no
+ *     beam is left and none has finished (the rules masked every continuation),
+ *     the beams of the step before become hypotheses as they are: a sentence
+ *     never ends without one.
  *   - max_len = min(floor(max_len_a * src_len + max_len_b), room left in
  *     max_positions), at least 1, where src_len counts the source's </s> (as the
  *     src_len argument does).

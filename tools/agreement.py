@@ -83,7 +83,7 @@ def engine_translations(binary, model_dir, lines, target, beam):
         with open(src, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
         subprocess.run([binary, "translate", "-m", model_dir, "--target", target, "--beam", str(beam),
-                        "--precision", "f32", "--no-shortlist", "-i", src, "-o", hyp], check=True, stderr=subprocess.DEVNULL)
+                        "--precision", "f32", "--no-shortlist", "--no-split", "-i", src, "-o", hyp], check=True, stderr=subprocess.DEVNULL)
         with open(hyp, encoding="utf-8") as f:
             return [line.rstrip("\n") for line in f]
 

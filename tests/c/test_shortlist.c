@@ -514,6 +514,41 @@ static void vocab_tests(const dmt_model *m, const dmt_shortlist *sl) {
     free(a1);
 }
 
+/* Rules that leave a sentence nothing to generate (no token twice, no </s> before a
+ * length its few candidates cannot reach): the beams as they stand come back, not an
+ * empty result ("no translation found"). */
+static void dead_end_test(const dmt_model *m) {
+    const dmt_config *c = &m->cfg;
+    dmt_state *st = dmt_state_new(m);
+    enum { B = 24 };
+    batch b;
+    random_batch(&b, B, c, 4);
+    dmt_beam_options o = dmt_beam_options_default(c);
+    o.beam_size = 2;
+    o.nbest = 1;
+    o.no_repeat_ngram_size = 1;
+    o.min_len = 1000000;
+    o.max_len_a = 0;
+    o.max_len_b = 1000;
+    dmt_nbest out[B];
+    memset(out, 0, sizeof out);
+    int ok = search(st, &b, 0, B, &o, out) == 0, empty = 0, cornered = 0, repeats = 0;
+    for (int i = 0; ok && i < B; i++) {
+        empty += out[i].n == 0;
+        if (out[i].n == 0) continue;
+        const dmt_hypothesis *h = &out[i].hyps[0];
+        cornered += h->n_tokens < 40; /* a shortlisted sentence has ~20 candidates; max_len is 60+ */
+        for (int x = 0; x < h->n_tokens; x++)
+            for (int y = x + 1; y < h->n_tokens; y++) repeats += h->tokens[x] == h->tokens[y];
+    }
+    CHECK(ok && empty == 0 && cornered > 0 && repeats == 0,
+          "every candidate masked: the beams as they stand are the translation (none comes back empty)",
+          "%d of %d empty, %d cornered, %d repeated tokens", empty, B, cornered, repeats);
+    for (int i = 0; i < B; i++) dmt_nbest_clear(&out[i]);
+    batch_free(&b);
+    dmt_state_free(st);
+}
+
 int main(void) {
     char dir[512], err[512], tmp[] = "/tmp/deepmt-shortlist-XXXXXX";
     fixture_path(dir, sizeof dir, "beam/deepnorm-6x6");
@@ -544,6 +579,7 @@ int main(void) {
     if (m && m->shortlist) {
         search_tests(m, plain, m->shortlist);
         vocab_tests(m, m->shortlist);
+        dead_end_test(m);
     }
     allow_all_test(tmp, plain);
 

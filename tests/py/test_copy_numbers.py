@@ -10,7 +10,8 @@ On FLORES-101 devtest sentences with digits (en->de), with the rule:
   rule is what prevents them);
 - the C engine and the PyTorch reference (tools/dmt/beam.py's mirror of the rule)
   give the same translations (tools/agreement.py --with-digits);
-- a maximum length too short for a source number leaves it out rather than cut it.
+- a maximum length too short for a source number leaves it out rather than cut it;
+- no number is written more often than the source holds it.
 A vocabulary that merges digits (the captions model's: "▁19") is refused at load
 when the rule is on, with a message that says how to make one that fits.
 Skips with a message when ../shared/data/general is absent.
@@ -59,6 +60,12 @@ def invented(src, hyp):
     return [(x, h) for x, h in zip(src, hyp) if any(r not in re.findall(r"\d+", x) for r in re.findall(r"\d+", h))]
 
 
+def overused(src, hyp):
+    """Outputs holding a run of digits more often than their source."""
+    return [(x, h) for x, h in zip(src, hyp)
+            if any(re.findall(r"\d+", h).count(r) > re.findall(r"\d+", x).count(r) for r in re.findall(r"\d+", h))]
+
+
 def kept_all(src, hyp):
     return sum(all(r in re.findall(r"\d+", h) for r in re.findall(r"\d+", x)) for x, h in zip(src, hyp))
 
@@ -83,9 +90,10 @@ def main():
         kept = {}
         for mode in ("whole", "continuous"):
             rc, hyp, err = translate(binary, on, src, "--batching", mode)
-            bad = invented(src, hyp)
+            bad = invented(src, hyp) + overused(src, hyp)
             tap.ok(rc == 0 and len(hyp) == len(src) and not bad,
-                   f"{mode} batches: no output invents a run of digits ({len(bad)}/{len(src)})",
+                   f"{mode} batches: no output invents a run of digits or repeats one more than its source "
+                   f"({len(bad)}/{len(src)})",
                    detail=err[-300:] + "\n".join(f"{x!r} -> {h!r}" for x, h in bad[:3]))
             kept[mode] = kept_all(src, hyp)
         # A maximum length too short for a number: it is left out, never cut off
@@ -96,6 +104,15 @@ def main():
             bad = invented(long_numbers, hyp)
             tap.ok(rc == 0 and not bad, f"max length {b}: no number cut off ({len(bad)}/{len(long_numbers)})",
                    detail=err[-300:] + "\n".join(f"{x!r} -> {h!r}" for x, h in bad))
+        # "100.000" once: the model looped into "100,000,000,000" (int8), and then, with
+        # the repetition guard banning a fourth ",000", into no translation at all
+        musk = ['"Wir haben die Chance, unser erstes Quartal mit 100.000 Auslieferungen zu erreichen", schrieb '
+                'Musk in einer vom Branchenblog "Electrek" veröffentlichten E-Mail an Tesla-Mitarbeiter.']
+        for precision in ("int8", "f32"):
+            rc, hyp, err = translate(binary, on, musk, "-t", "en", "--precision", precision)
+            tap.ok(rc == 0 and hyp[0] and not overused(musk, hyp) and not invented(musk, hyp),
+                   f"{precision}: a number the source holds once is written at most once, and a translation comes back",
+                   detail=f"{rc} {hyp!r} {err[-300:]}")
         rc, hyp_off, err = translate(binary, off, src)
         bad_off = invented(src, hyp_off)
         tap.ok(rc == 0 and len(bad_off) > 0, f"copy_numbers false: {len(bad_off)}/{len(src)} outputs invent digits",

@@ -98,28 +98,32 @@ def digit_runs(seq, digit_of):
     return runs
 
 
-def number_mask(tokens, src, digit_of, room=1 << 30):
+def number_mask(tokens, src, digit_of, room=1 << 30, open_digits=frozenset(range(10))):
     """copy_numbers: (digits allowed next, whether anything else may follow, whether
     </s> may). A digit continues the trailing run of digits into a prefix of a source
-    run; inside a run that is a proper prefix of some source run and equal to none,
-    only digits; </s> once every source run is written as often as in the source. room:
-    tokens the hypothesis may still generate after the next one (a number must fit)."""
+    run that is not yet written as often as the source holds it; inside a run that is
+    a proper prefix of some source run and equal to none, only digits; </s> once every
+    source run is written as often as in the source. room: tokens the hypothesis may
+    still generate after the next one (a number must fit); open_digits: the digits the
+    earlier bans leave (with none, words may follow)."""
     run = []
     for tok in reversed(tokens):
         if digit_of[tok] < 0:
             break
         run.insert(0, int(digit_of[tok]))
+    src_runs, hyp_runs = digit_runs(src[:-1], digit_of), digit_runs(tokens, digit_of)
+    many = len(src_runs) > COPY_NUMBERS_MAX_RUNS
     allowed, complete = set(), not run
-    for r in digit_runs(src[:-1], digit_of):
+    for r in src_runs:
         if len(r) >= len(run) and list(r[:len(run)]) == run:
             if len(r) == len(run):
                 complete = True
-            elif len(r) - len(run) - 1 <= room:
+            elif (len(r) - len(run) - 1 <= room and r[len(run)] in open_digits
+                  and (many or hyp_runs.count(r) < src_runs.count(r))):
                 allowed.add(r[len(run)])
     if not allowed:
         complete = True
-    src_runs, hyp_runs = digit_runs(src[:-1], digit_of), digit_runs(tokens, digit_of)
-    eos_ok = len(src_runs) > COPY_NUMBERS_MAX_RUNS or all(hyp_runs.count(r) >= src_runs.count(r) for r in src_runs)
+    eos_ok = many or all(hyp_runs.count(r) >= src_runs.count(r) for r in src_runs)
     return allowed, complete, eos_ok
 
 
@@ -172,8 +176,9 @@ def search(model, src, forced, opt, alignments=None):
                 for tok in banned_tokens(tokens, opt.no_repeat_ngram_size):
                     row[tok] = NEG_INF
                 if opt.digit_of is not None:
-                    allowed, complete, eos_ok = number_mask(tokens, src, opt.digit_of, max_len - t)
                     is_digit = opt.digit_of >= 0
+                    open_digits = set(int(d) for d in opt.digit_of[is_digit & (row > NEG_INF)])
+                    allowed, complete, eos_ok = number_mask(tokens, src, opt.digit_of, max_len - t, open_digits)
                     row[is_digit & ~np.isin(opt.digit_of, list(allowed))] = NEG_INF
                     if not complete:
                         row[~is_digit] = NEG_INF
@@ -197,6 +202,10 @@ def search(model, src, forced, opt, alignments=None):
                     new_beams.append((beams[b][0] + [tok], total))
                     new_al.append((beam_al[b][0] + [al[b]], beam_al[b][1] + [mg[b]]))
                     parents.append(b)
+            if not new_beams and not pool:
+                # every continuation masked (contradicting rules): the beams as they stand
+                pool += [(tokens, normalise(total, max(t - 1, 1), opt.length_penalty)) for tokens, total in beams]
+                pool_al += beam_al
             if n_finished >= k or not new_beams:
                 break
             if t == max_len:          # cut off: the live beams as they are
