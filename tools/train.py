@@ -3,6 +3,7 @@
 
   train.py spm    --data DIR --out runs/spm/spm            joint unigram vocabulary (8k)
   train.py train  --data DIR --spm runs/spm/spm.model --run runs/main --time-budget 2.5
+  train.py average --run runs/main --last 5 [--validate]   (-> runs/main/average.pt)
   train.py export --run runs/main [--checkpoint best.pt] --out models/default
 
 See docs/training.md. The network is tools/dmt/model.py (DeepNorm Post-LN); the
@@ -272,6 +273,16 @@ def general_val_sets(sp, general_dir, n, max_len=128):
 
 
 @torch.no_grad()
+def build_val_sets(sp, data, cache, max_len, val_lines, general=None, general_val_lines=0):
+    """The run's validation sets: Multi30k val in every direction, plus the general dev
+    sets' first lines in each general direction (with --general)."""
+    val = D.encode_split(sp, data, "val", cache, max_len)
+    sets = multi30k_val_sets(val, D.read_split(data, "val"), val_lines)
+    if general and general_val_lines:
+        sets += general_val_sets(sp, general, general_val_lines, max_len)
+    return sets
+
+
 def validate(model, sp, sets, bleu_fn, batch=50, amp=None):
     """Greedy BLEU (against the raw target text) and teacher-forced NLL on each
     validation set (see multi30k_val_sets).
@@ -397,9 +408,8 @@ def cmd_train(args):
     sp = spm.SentencePieceProcessor(model_file=args.spm)
     cache = os.path.join(os.path.dirname(os.path.abspath(args.spm)), "data")
     train = D.encode_split(sp, args.data, "train", cache, args.max_len)
-    val = D.encode_split(sp, args.data, "val", cache, args.max_len)
-    val_text = D.read_split(args.data, "val")
-    val_sets = multi30k_val_sets(val, val_text, args.val_lines)
+    val_sets = build_val_sets(sp, args.data, cache, args.max_len, args.val_lines,
+                              args.general, args.general_val_lines)
     general = None
     if args.general:
         # General-domain pairs (both directions) mixed with Multi30k, balanced by
@@ -409,14 +419,13 @@ def cmd_train(args):
         if not general:
             raise SystemExit(f"train: no general-domain pairs under {args.general}/train")
         log("general data: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in general.items()))
-        if args.general_val_lines:
-            val_sets += general_val_sets(sp, args.general, args.general_val_lines, args.max_len)
     bleu_fn, bleu_name = load_bleu()
     log(f"validation BLEU: {bleu_name}")
     ids = D.lang_ids(sp)
     ckpt_path = os.path.join(args.run, "checkpoint.pt")
     best_path = os.path.join(args.run, "best.pt")
     curve = os.path.join(args.run, "curve.csv")
+    snap_dir = os.path.join(args.run, "snapshots")
 
     state = init = rewarm_from = None
     init_step = 0
@@ -540,6 +549,19 @@ def cmd_train(args):
                      "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen, "amp": amp,
                      "rewarm_from": rewarm_from, "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
 
+    def snapshot():
+        """Weights alone, kept for averaging (`train.py average`): the newest
+        --keep-snapshots of them, one per periodic checkpoint."""
+        if args.keep_snapshots <= 0:
+            return
+        os.makedirs(snap_dir, exist_ok=True)
+        save_atomic({"cfg": cfg, "model": {k: v.detach().float().cpu().clone() for k, v in model.state_dict().items()},
+                     "step": step, "train_time": elapsed(), "cpu_time": cpu_hours() * 3600, "tokens": tokens_seen,
+                     "best_bleu": best, "amp": amp, "args": {k: v for k, v in vars(args).items() if k != "fn"}},
+                    os.path.join(snap_dir, f"step-{step:08d}.pt"))
+        for old in list_snapshots(args.run)[:-args.keep_snapshots]:
+            os.remove(old)
+
     def run_validation(last_loss, last_nll):
         nonlocal best, val_cost
         t0 = time.time()
@@ -616,10 +638,12 @@ def cmd_train(args):
                 win_t0 = time.time()
             if t - last_ckpt >= args.ckpt_every * 60:
                 checkpoint(ckpt_path)
+                snapshot()
                 last_ckpt = time.time()
                 log(f"wrote {ckpt_path} (step {step})")
                 win_t0 = time.time()
     checkpoint(ckpt_path)
+    snapshot()
     log(f"wrote {ckpt_path} (step {step})")
     if args.val_every:
         run_validation(last_loss, last_nll)
@@ -727,6 +751,74 @@ def cmd_bench(args):
             json.dump(rows, f, indent=1)
 
 
+def list_snapshots(run):
+    """RUN/snapshots/step-*.pt, oldest first."""
+    d = os.path.join(run, "snapshots")
+    if not os.path.isdir(d):
+        return []
+    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("step-") and f.endswith(".pt"))
+
+
+def average_states(states):
+    """The element-wise mean of the weights of several snapshots of one run (checkpoint
+    averaging: the mean of the last few points of a run sits nearer the middle of the
+    valley the optimizer circles in, and usually translates better than any of them).
+    The result carries the newest snapshot's step, hours and tokens."""
+    first = states[0]
+    for st in states[1:]:
+        if st["cfg"] != first["cfg"] or set(st["model"]) != set(first["model"]):
+            raise SystemExit("average: the snapshots are not of one model (different config or weights)")
+    newest = max(states, key=lambda st: st["step"])
+    model = {}
+    for k, v in first["model"].items():
+        if v.is_floating_point():
+            acc = torch.zeros_like(v, dtype=torch.float64)
+            for st in states:
+                acc += st["model"][k].double()
+            model[k] = (acc / len(states)).to(v.dtype)
+        else:
+            model[k] = v.clone()
+    out = {k: newest.get(k) for k in ("cfg", "step", "train_time", "cpu_time", "tokens", "best_bleu", "amp", "args")}
+    out["model"] = model
+    out["averaged_steps"] = sorted(st["step"] for st in states)
+    return out
+
+
+def cmd_average(args):
+    paths = list_snapshots(args.run)
+    if len(paths) < args.last:
+        raise SystemExit(f"average: {len(paths)} snapshots under {args.run}/snapshots, --last {args.last} asked "
+                         f"(train writes one per checkpoint; --keep-snapshots)")
+    paths = paths[-args.last:]
+    avg = average_states([load_state(p) for p in paths])
+    out = args.out or os.path.join(args.run, "average.pt")
+    save_atomic(avg, out)
+    log(f"averaged {len(paths)} snapshots, steps {avg['averaged_steps'][0]}-{avg['averaged_steps'][-1]}: wrote {out}")
+    if not args.validate:
+        return
+    # the run's own validation sets, for the average, the newest snapshot and best.pt
+    import sentencepiece as spm
+    a = avg["args"]
+    torch.set_num_threads(args.threads)
+    sp = spm.SentencePieceProcessor(model_file=args.spm or a["spm"])
+    cache = os.path.join(os.path.dirname(os.path.abspath(args.spm or a["spm"])), "data")
+    sets = build_val_sets(sp, a["data"], cache, a["max_len"], a["val_lines"], a.get("general"),
+                          a.get("general_val_lines", 0))
+    bleu_fn, _ = load_bleu()
+    amp = avg.get("amp")  # the numerics the run validated with, for comparable scores
+    rows = [("average", avg), ("newest snapshot", load_state(paths[-1]))]
+    best_path = os.path.join(args.run, "best.pt")
+    if os.path.isfile(best_path):
+        rows.append(("best.pt", load_state(best_path)))
+    for name, st in rows:
+        model = Transformer(st["cfg"])
+        model.load_state_dict(st["model"])
+        scores, vnll = validate(model.eval(), sp, sets, bleu_fn, batch=a.get("val_batch", 50), amp=amp)
+        mean = sum(scores[v[0]] for v in sets) / len(sets)
+        log(f"{name} (step {st['step']}): val_nll {vnll:.3f} | mean val BLEU {mean:.2f} | "
+            + " ".join(f"{v[0]} {scores[v[0]]:.2f}" for v in sets))
+
+
 def cmd_export(args):
     path = args.checkpoint or os.path.join(args.run, "best.pt")
     if not os.path.isfile(path) and args.run:
@@ -737,6 +829,9 @@ def cmd_export(args):
                          train_hours=round(state["train_time"] / 3600, 3),
                          cpu_hours=round(state["cpu_time"] / 3600, 6), target_tokens=int(state["tokens"]),
                          best_val_bleu=round(state["best_bleu"], 2))
+    cfg["source"].pop("averaged_steps", None)
+    if state.get("averaged_steps"):
+        cfg["source"]["averaged_steps"] = state["averaged_steps"]
     # exporting over a shipped model directory (a new snapshot of models/default) keeps
     # what was chosen for it there: decoding options the recipe does not set
     # (all_caps, alignment_layer, ...). Its precision_checks measured the old weights:
@@ -820,6 +915,8 @@ def main(argv=None):
                    help="start from an exported model directory (e.g. models/default) with a fresh "
                         "optimizer; use its sentencepiece.model as --spm")
     p.add_argument("--ckpt-every", type=float, default=10, help="minutes")
+    p.add_argument("--keep-snapshots", type=int, default=10,
+                   help="weights kept at each checkpoint in RUN/snapshots, newest N (for `average`; 0: none)")
     p.add_argument("--val-every", type=float, default=35, help="minutes; 0: never")
     p.add_argument("--val-lines", type=int, default=200)
     p.add_argument("--log-every", type=int, default=10)
@@ -871,6 +968,16 @@ def main(argv=None):
     p.add_argument("--ffn-dim", type=int, default=1024)
     p.add_argument("--heads", type=int, default=4)
     p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("average", help="average the weights of a run's newest snapshots")
+    p.add_argument("--run", default="runs/main")
+    p.add_argument("--last", type=int, default=5, help="how many of the newest snapshots")
+    p.add_argument("--out", help="checkpoint to write (default RUN/average.pt; export it with --checkpoint)")
+    p.add_argument("--validate", action="store_true",
+                   help="score the average, the newest snapshot and best.pt on the run's validation sets")
+    p.add_argument("--spm", help="sentencepiece model (default: the one the run trained with)")
+    p.add_argument("--threads", type=int, default=2)
+    p.set_defaults(fn=cmd_average)
 
     p = sub.add_parser("export", help="write a model directory")
     p.add_argument("--run", default="runs/main")

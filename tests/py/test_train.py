@@ -4,7 +4,8 @@
 Batches pair each source with the right targets; only real target tokens are scored;
 the sparse loss equals the dense one; the source-gain metric separates a model that
 reads its source from one that cannot; a run stopped and resumed ends with the same
-weights as one that never stopped; the export loads in the C engine.
+weights as one that never stopped; snapshots are kept and averaged; the export loads
+in the C engine.
 
 The end-to-end part needs Multi30k (DEEPMT_SHARED, default ../shared) and skips
 with a message without it.
@@ -346,7 +347,8 @@ def test_end_to_end():
                   "--val-every", "0", "--log-every", "1", "--threads", "1", "--device", "cpu"]
         # bf16 autocast for both runs; the resume says nothing (--amp auto) and must keep
         # bf16 from the checkpoint: a fresh measurement could pick fp32 and fork the run.
-        whole = run(["train", "--run", os.path.join(tmp, "whole"), "--max-steps", "6", "--amp", "bf16"] + common)
+        whole = run(["train", "--run", os.path.join(tmp, "whole"), "--max-steps", "6", "--amp", "bf16",
+                     "--ckpt-every", "0", "--keep-snapshots", "3"] + common)
         tap.ok(whole.returncode == 0, "6 training steps run", detail=whole.stdout[-1500:] + whole.stderr[-1500:])
         part = run(["train", "--run", os.path.join(tmp, "part"), "--max-steps", "3", "--amp", "bf16"] + common)
         rest = run(["train", "--run", os.path.join(tmp, "part"), "--max-steps", "6", "--resume"] + common)
@@ -359,6 +361,30 @@ def test_end_to_end():
         same = a["step"] == b["step"] == 6 and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
         tap.ok(same, "stopped + resumed ends with exactly the weights of an unbroken run",
                detail=f"steps {a['step']} {b['step']}")
+        snaps = sorted(os.listdir(os.path.join(tmp, "whole", "snapshots")))
+        tap.ok(snaps == ["step-00000004.pt", "step-00000005.pt", "step-00000006.pt"],
+               "a snapshot at each checkpoint, the newest --keep-snapshots kept", detail=str(snaps))
+        avg = run(["average", "--run", os.path.join(tmp, "whole"), "--last", "2"])
+        m = train.load_state(os.path.join(tmp, "whole", "average.pt")) if avg.returncode == 0 else {"model": {}}
+        s5 = train.load_state(os.path.join(tmp, "whole", "snapshots", "step-00000005.pt"))
+        s6 = train.load_state(os.path.join(tmp, "whole", "snapshots", "step-00000006.pt"))
+        good = bool(m["model"]) and all(torch.allclose(m["model"][k], (s5["model"][k] + s6["model"][k]) / 2, atol=1e-7)
+                                        for k in s6["model"])
+        moved = any(not torch.equal(s5["model"][k], s6["model"][k]) for k in s6["model"])
+        tap.ok(good and moved and m.get("averaged_steps") == [5, 6] and m.get("step") == 6
+               and all(torch.equal(s6["model"][k], a["model"][k].float()) for k in a["model"]),
+               "average --last 2: the element-wise mean of the two newest snapshots (the newest = the checkpoint)",
+               detail=avg.stdout[-800:] + avg.stderr[-800:])
+        too_many = run(["average", "--run", os.path.join(tmp, "whole"), "--last", "4"])
+        tap.ok(too_many.returncode != 0 and "3 snapshots" in too_many.stderr,
+               "average --last beyond the snapshots kept is refused, saying how many there are",
+               detail=too_many.stderr[-500:])
+        avg_out = os.path.join(tmp, "avg-model")
+        ex = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint",
+                  os.path.join(tmp, "whole", "average.pt"), "--out", avg_out])
+        cfg_avg = json.load(open(os.path.join(avg_out, "config.json"))) if ex.returncode == 0 else {}
+        tap.ok(cfg_avg.get("source", {}).get("averaged_steps") == [5, 6],
+               "an exported average names the steps it averaged", detail=ex.stderr[-800:])
         out = os.path.join(tmp, "model")
         ex = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint",
                   os.path.join(tmp, "whole", "checkpoint.pt"), "--out", out])
