@@ -26,9 +26,11 @@ from test_default_model import LINES, read, translate  # noqa: E402  (first LINE
 from testutil import repo_path  # noqa: E402
 
 # direction -> (BLEU floor, agreement floor), int8 on the first LINES lines. Measured
-# (models/default as of 2026-12-01, AVX2 kernels): en-de F32 38.34, int8 37.85, 91%
-# identical; de-en F32 43.04, int8 43.53, 90% identical.
-FLOORS = {"en-de": (32, 0.6), "de-en": (37, 0.6)}
+# (models/default, the general-domain model at step 15,024, 2026-12-04, AVX-512 VNNI
+# kernels): en-de F32 36.08, int8 36.85; de-en F32 39.51, int8 39.21 (step 11,050:
+# 34.69 / 33.99, 36.66 / 36.70; the captions
+# model, 2026-12-01: en-de 38.34 / 37.85, de-en 43.04 / 43.53, 90-91% identical).
+FLOORS = {"en-de": (29, 0.6), "de-en": (32, 0.6)}
 
 
 def main():
