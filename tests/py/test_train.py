@@ -4,7 +4,8 @@
 Batches pair each source with the right targets; only real target tokens are scored;
 the sparse loss equals the dense one; the source-gain metric separates a model that
 reads its source from one that cannot; a run stopped and resumed ends with the same
-weights as one that never stopped; snapshots are kept and averaged; the export loads
+weights as one that never stopped, and one whose step failed once ends as one that did
+not; snapshots are kept and averaged; the export loads
 in the C engine.
 
 The end-to-end part needs Multi30k (DEEPMT_SHARED, default ../shared) and skips
@@ -361,6 +362,20 @@ def test_end_to_end():
         same = a["step"] == b["step"] == 6 and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
         tap.ok(same, "stopped + resumed ends with exactly the weights of an unbroken run",
                detail=f"steps {a['step']} {b['step']}")
+        flaky = run(["train", "--run", os.path.join(tmp, "flaky"), "--max-steps", "6", "--amp", "bf16",
+                     "--inject-failures", "3:2"] + common)
+        f = train.load_state(os.path.join(tmp, "flaky", "checkpoint.pt")) if flaky.returncode == 0 else {"model": {}}
+        tap.ok(flaky.returncode == 0 and f.get("step") == 6 and "trying the batch again (2 of 3)" in flaky.stdout
+               and all(torch.equal(a["model"][k], f["model"][k]) for k in a["model"]),
+               "a step whose kernels throw is tried again: the run ends with the weights of one that never failed",
+               detail=flaky.stdout[-1200:] + flaky.stderr[-800:])
+        stubborn = run(["train", "--run", os.path.join(tmp, "stubborn"), "--max-steps", "6", "--amp", "bf16",
+                        "--inject-failures", "2:9", "--step-retries", "3"] + common)
+        st = train.load_state(os.path.join(tmp, "stubborn", "checkpoint.pt")) \
+            if os.path.exists(os.path.join(tmp, "stubborn", "checkpoint.pt")) else {}
+        tap.ok(stubborn.returncode != 0 and "step 2 failed 4 times in a row" in stubborn.stdout and st.get("step") == 1,
+               "a failure that repeats stops the run with a checkpoint of the last good step",
+               detail=stubborn.stdout[-1200:] + f" step {st.get('step')}")
         snaps = sorted(os.listdir(os.path.join(tmp, "whole", "snapshots")))
         tap.ok(snaps == ["step-00000004.pt", "step-00000005.pt", "step-00000006.pt"],
                "a snapshot at each checkpoint, the newest --keep-snapshots kept", detail=str(snaps))
