@@ -98,11 +98,17 @@ def model_config(args, sp):
                           source={"recipe": "tools/train.py", "data": "multi30k task1 train, 12 directions"})
 
 
-def lr_at(step, args, rewarm_from=None):
+def lr_at(step, args, rewarm_from=None, cooldown=None):
     """Linear warm-up, then inverse square root. rewarm_from: the step a fresh optimizer
     started at (--init-from): the rate climbs again from 0 over --rewarm steps, since
     Adam's first updates are about lr in size for every weight at once, whatever the
-    gradient, and at the schedule's full rate they undo part of what the weights learnt."""
+    gradient, and at the schedule's full rate they undo part of what the weights learnt.
+    cooldown (start, steps): the steps after start fall linearly from the schedule's
+    rate at start towards 0 (--cooldown): step start + 1 at the full rate, the last
+    one at 1/steps of it, none at 0 (a step at rate 0 would be wasted)."""
+    if cooldown is not None:
+        start, steps = cooldown
+        return lr_at(start, args, rewarm_from) * max(0.0, 1.0 - (step - start - 1) / steps)
     step = max(step, 1)
     lr = args.lr * min(step / args.warmup, math.sqrt(args.warmup / step))
     if rewarm_from is not None and args.rewarm > 0:
@@ -427,8 +433,13 @@ def cmd_train(args):
     curve = os.path.join(args.run, "curve.csv")
     snap_dir = os.path.join(args.run, "snapshots")
 
-    state = init = rewarm_from = None
+    state = init = rewarm_from = cooldown = None
     init_step = 0
+    if args.cooldown < 0:
+        raise SystemExit(f"train: --cooldown {args.cooldown}: give a number of steps > 0")
+    if args.cooldown and not args.resume:
+        raise SystemExit("train: --cooldown continues a run with its optimizer: give --resume CHECKPOINT "
+                         "(a run's checkpoint.pt) and a new --run for the branch")
     if args.init_from:
         # Continue from a shipped model directory (a new machine has no runs/ folder):
         # its weights, its step for the learning-rate schedule, a fresh optimizer.
@@ -442,6 +453,11 @@ def cmd_train(args):
         state = load_state(path)
         cfg = state["cfg"]
         log(f"resuming from {path} at step {state['step']}")
+        if args.cooldown and not state.get("cooldown") and \
+                os.path.realpath(os.path.dirname(os.path.abspath(path))) == os.path.realpath(args.run):
+            raise SystemExit(f"train: --cooldown ends a run at rate 0; start it as a branch in its own folder, "
+                             f"e.g. --resume {path} --run {args.run.rstrip('/')}-cooldown, so that the main "
+                             f"run can go on from {path}")
     else:
         cfg = model_config(args, sp)
     if state and args.amp == "auto" and state.get("amp"):
@@ -509,9 +525,19 @@ def cmd_train(args):
         train_time, cpu0, best = state["train_time"], state["cpu_time"], state["best_bleu"]
         tokens_seen = state["tokens"]
         rewarm_from = state.get("rewarm_from")
+        cooldown = tuple(state["cooldown"]) if state.get("cooldown") else None
+        if cooldown and args.cooldown and args.cooldown != cooldown[1]:
+            log(f"--cooldown {args.cooldown} ignored: the checkpoint is in a cooldown of {cooldown[1]} "
+                f"steps from step {cooldown[0]}, which goes on")
+        elif not cooldown and args.cooldown:
+            cooldown = (step, args.cooldown)
+            best = -1.0  # the branch's best.pt: the best of its own validations
+        if cooldown:
+            log(f"cooldown: the rate falls linearly from {lr_at(cooldown[0], args, rewarm_from):.2e} (step "
+                f"{cooldown[0] + 1}) towards 0 over {cooldown[1]} steps; the run stops after step {sum(cooldown)}")
     elif init is None:
         step, epoch, bidx, train_time, cpu0, best, tokens_seen = 0, 0, 0, 0.0, 0.0, -1.0, 0
-    if not state and not os.path.exists(curve):
+    if not os.path.exists(curve):  # a new run, or a branch (--cooldown) in a new folder
             with open(curve, "w") as f:
                 f.write("step,wall_hours,cpu_hours,target_tokens,train_loss,train_nll,val_nll,val_bleu,source_gain,"
                         + ",".join(f"bleu_{v[0]}" for v in val_sets) + "\n")
@@ -553,7 +579,7 @@ def cmd_train(args):
                      "step": step, "epoch": epoch, "batch_index": bidx, "epoch_rng": epoch_rng,
                      "torch_rng": torch.get_rng_state(), "train_time": elapsed(),
                      "cpu_time": cpu_hours() * 3600, "best_bleu": best, "tokens": tokens_seen, "amp": amp,
-                     "rewarm_from": rewarm_from, "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
+                     "rewarm_from": rewarm_from, "cooldown": cooldown, "args": {k: v for k, v in vars(args).items() if k != "fn"}}, path)
 
     def snapshot():
         """Weights alone, kept for averaging (`train.py average`): the newest
@@ -613,6 +639,9 @@ def cmd_train(args):
             break
         if args.max_steps and step >= args.max_steps:
             break
+        if cooldown and step >= sum(cooldown):
+            log(f"cooldown done after step {step}")
+            break
         # The batch is built and indexed on the CPU while the device runs the previous
         # step: nothing in a step waits on the device, only the logging below does.
         n_tgt, batch = batches[bidx]
@@ -622,7 +651,7 @@ def cmd_train(args):
         src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
         bidx += 1
         step += 1
-        lr = lr_at(step, args, rewarm_from)
+        lr = lr_at(step, args, rewarm_from, cooldown)
         rng = torch.get_rng_state()
         try:
             if injected.get(step, 0) > 0:  # --inject-failures (tests)
@@ -939,6 +968,9 @@ def main(argv=None):
     p.add_argument("--max-len", type=int, default=128, help="pieces per sentence (longer are cut)")
     p.add_argument("--time-budget", help="hours (2.5) or an end time in UTC (00:25 or ISO)")
     p.add_argument("--max-steps", type=int, default=0)
+    p.add_argument("--cooldown", type=int, default=0, metavar="STEPS",
+                   help="with --resume CHECKPOINT and a new --run (a branch): the rate falls linearly to 0 "
+                        "over STEPS steps, then the run stops; the weights to ship, while the main run goes on")
     p.add_argument("--resume", nargs="?", const="", default=None,
                    help="resume from RUN/checkpoint.pt or the given checkpoint")
     p.add_argument("--init-from", metavar="MODEL_DIR",

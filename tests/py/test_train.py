@@ -15,6 +15,7 @@ with a message without it.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -331,6 +332,43 @@ def run(args, **kw):
                           capture_output=True, text=True, timeout=600, **kw)
 
 
+def test_cooldown(tmp, common, main_state):
+    """--cooldown: a branch from a run's checkpoint whose rate falls linearly to 0, in its
+    own folder; the main run's checkpoint stays as it was, and an interrupted branch
+    resumes into the same decay."""
+    main_ckpt = os.path.join(tmp, "whole", "checkpoint.pt")
+    with open(main_ckpt, "rb") as f:
+        before = f.read()
+    cool = run(["train", "--run", os.path.join(tmp, "cool"), "--resume", main_ckpt, "--cooldown", "4"] + common)
+    rates = [float(m) for m in re.findall(r"\| lr ([0-9.e+-]+) \|", cool.stdout)]
+    lr6 = train.lr_at(6, argparse.Namespace(lr=float(main_state["args"]["lr"]), warmup=main_state["args"]["warmup"]))
+    want = [lr6, 0.75 * lr6, 0.5 * lr6, 0.25 * lr6]
+    c = train.load_state(os.path.join(tmp, "cool", "checkpoint.pt")) if cool.returncode == 0 else {}
+    tap.ok(cool.returncode == 0 and c.get("step") == 10 and tuple(c.get("cooldown") or ()) == (6, 4)
+           and len(rates) == 4 and all(abs(r - w) <= 0.006 * w for r, w in zip(rates, want))
+           and "cooldown done after step 10" in cool.stdout,
+           "--cooldown 4 from step 6: rates 1, 3/4, 1/2, 1/4 of the schedule's at step 6, then the branch stops",
+           detail=f"rates {rates} want {want} step {c.get('step')} {cool.stdout[-800:]} {cool.stderr[-800:]}")
+    with open(main_ckpt, "rb") as f:
+        tap.ok(f.read() == before, "the branch leaves the main run's checkpoint as it was")
+    part = run(["train", "--run", os.path.join(tmp, "cool2"), "--resume", main_ckpt, "--cooldown", "4",
+                "--max-steps", "8"] + common)
+    rest = run(["train", "--run", os.path.join(tmp, "cool2"), "--resume"] + common)
+    d = train.load_state(os.path.join(tmp, "cool2", "checkpoint.pt")) if rest.returncode == 0 else {"model": {}}
+    tap.ok(part.returncode == 0 and d.get("step") == 10 and bool(c)
+           and all(torch.equal(c["model"][k], d["model"][k]) for k in c["model"]),
+           "a cooldown stopped at step 8 and resumed (no --cooldown given) ends with the unbroken branch's weights",
+           detail=part.stderr[-600:] + rest.stdout[-800:] + rest.stderr[-600:])
+    same = run(["train", "--run", os.path.join(tmp, "whole"), "--resume", "--cooldown", "4"] + common)
+    with open(main_ckpt, "rb") as f:
+        untouched = f.read() == before
+    tap.ok(same.returncode != 0 and "as a branch in its own folder" in same.stderr and untouched,
+           "--cooldown in the main run's own folder is refused, saying how to branch", detail=same.stderr[-600:])
+    fresh = run(["train", "--run", os.path.join(tmp, "cool3"), "--cooldown", "4"] + common)
+    tap.ok(fresh.returncode != 0 and "--resume CHECKPOINT" in fresh.stderr,
+           "--cooldown without --resume is refused", detail=fresh.stderr[-600:])
+
+
 def test_end_to_end():
     shared = os.environ.get("DEEPMT_SHARED", os.path.join(REPO, "..", "shared"))
     data = os.path.join(shared, "data", "multi30k")
@@ -376,6 +414,7 @@ def test_end_to_end():
         tap.ok(stubborn.returncode != 0 and "step 2 failed 4 times in a row" in stubborn.stdout and st.get("step") == 1,
                "a failure that repeats stops the run with a checkpoint of the last good step",
                detail=stubborn.stdout[-1200:] + f" step {st.get('step')}")
+        test_cooldown(tmp, common, a)
         snaps = sorted(os.listdir(os.path.join(tmp, "whole", "snapshots")))
         tap.ok(snaps == ["step-00000004.pt", "step-00000005.pt", "step-00000006.pt"],
                "a snapshot at each checkpoint, the newest --keep-snapshots kept", detail=str(snaps))
