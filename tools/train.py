@@ -548,7 +548,13 @@ def cmd_train(args):
         f"{cfg['encoder_alpha']:.3f} dec {cfg['decoder_alpha']:.3f}")
     log(f"args {vars(args)}")
     if end:
-        log(f"time budget ends {dt.datetime.fromtimestamp(end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC")
+        left = end - time.time()
+        log(f"time budget ends {dt.datetime.fromtimestamp(end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC, "
+            f"{fmt_dur(left)} from now")
+        if ":" in args.time_budget and len(args.time_budget) <= 5 and left > 12 * 3600:
+            # '2:38' meant as a duration runs until 02:38 UTC, maybe the next day
+            log(f"note: --time-budget {args.time_budget} is an end time in UTC, more than 12 hours away; "
+                f"a duration is given in hours ({float(args.time_budget.split(':')[0]) + float(args.time_budget.split(':')[1]) / 60:.2f})")
 
     epoch_rng = batcher.rng.bit_generator.state
     batches = new_epoch()

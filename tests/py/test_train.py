@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -339,7 +340,13 @@ def test_cooldown(tmp, common, main_state):
     main_ckpt = os.path.join(tmp, "whole", "checkpoint.pt")
     with open(main_ckpt, "rb") as f:
         before = f.read()
-    cool = run(["train", "--run", os.path.join(tmp, "cool"), "--resume", main_ckpt, "--cooldown", "4"] + common)
+    # an end time a minute ago: tomorrow, so the run says so (it stops by the cooldown first)
+    past = time.gmtime(time.time() - 60)
+    cool = run(["train", "--run", os.path.join(tmp, "cool"), "--resume", main_ckpt, "--cooldown", "4",
+                "--time-budget", f"{past.tm_hour}:{past.tm_min:02d}"] + common)
+    tap.ok("is an end time in UTC, more than 12 hours away" in cool.stdout,
+           "--time-budget H:MM that is tomorrow is named as an end time, with the duration's spelling",
+           detail=cool.stdout[-600:])
     rates = [float(m) for m in re.findall(r"\| lr ([0-9.e+-]+) \|", cool.stdout)]
     lr6 = train.lr_at(6, argparse.Namespace(lr=float(main_state["args"]["lr"]), warmup=main_state["args"]["warmup"]))
     want = [lr6, 0.75 * lr6, 0.5 * lr6, 0.25 * lr6]
