@@ -897,6 +897,9 @@ def cmd_export(args):
     cfg["source"].pop("averaged_steps", None)
     if state.get("averaged_steps"):
         cfg["source"]["averaged_steps"] = state["averaged_steps"]
+    cfg["source"].pop("cooldown", None)
+    if state.get("cooldown"):  # a --cooldown branch: [from step, over steps]
+        cfg["source"]["cooldown"] = list(state["cooldown"])
     # exporting over a shipped model directory (a new snapshot of models/default) keeps
     # what was chosen for it there: decoding options the recipe does not set
     # (all_caps, alignment_layer, ...). Its precision_checks measured the old weights:

@@ -371,6 +371,13 @@ def test_cooldown(tmp, common, main_state):
         untouched = f.read() == before
     tap.ok(same.returncode != 0 and "as a branch in its own folder" in same.stderr and untouched,
            "--cooldown in the main run's own folder is refused, saying how to branch", detail=same.stderr[-600:])
+    out = os.path.join(tmp, "cool-model")
+    ex = run(["export", "--run", os.path.join(tmp, "cool"), "--checkpoint", os.path.join(tmp, "cool", "checkpoint.pt"),
+              "--out", out])
+    src = json.load(open(os.path.join(out, "config.json")))["source"] if ex.returncode == 0 else {}
+    tap.ok(src.get("cooldown") == [6, 4] and src.get("step") == 10,
+           "an exported cooldown branch names where its cooldown began and how long it lasted",
+           detail=f"{src} {ex.stderr[-500:]}")
     fresh = run(["train", "--run", os.path.join(tmp, "cool3"), "--cooldown", "4"] + common)
     tap.ok(fresh.returncode != 0 and "--resume CHECKPOINT" in fresh.stderr,
            "--cooldown without --resume is refused", detail=fresh.stderr[-600:])
