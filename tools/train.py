@@ -59,6 +59,14 @@ def fmt_dur(s):
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
+def clock_time(budget):
+    """'HH:MM' -> (hours, minutes); None for any other form of --time-budget."""
+    if budget and len(budget) <= 5 and ":" in budget:
+        h, m = budget.split(":")
+        return int(h), int(m)
+    return None
+
+
 def parse_end(budget, start):
     """'2.5' (hours from now) or 'HH:MM' (next such UTC time) or an ISO time -> epoch seconds."""
     if budget is None:
@@ -67,8 +75,8 @@ def parse_end(budget, start):
         return start + float(budget) * 3600
     except ValueError:
         pass
-    if len(budget) <= 5 and ":" in budget:
-        h, m = map(int, budget.split(":"))
+    if clock_time(budget):
+        h, m = clock_time(budget)
         now = dt.datetime.fromtimestamp(start, dt.timezone.utc)
         end = now.replace(hour=h, minute=m, second=0, microsecond=0)
         if end <= now:
@@ -551,10 +559,11 @@ def cmd_train(args):
         left = end - time.time()
         log(f"time budget ends {dt.datetime.fromtimestamp(end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC, "
             f"{fmt_dur(left)} from now")
-        if ":" in args.time_budget and len(args.time_budget) <= 5 and left > 12 * 3600:
+        if clock_time(args.time_budget) and left > 12 * 3600:
             # '2:38' meant as a duration runs until 02:38 UTC, maybe the next day
+            h, m = clock_time(args.time_budget)
             log(f"note: --time-budget {args.time_budget} is an end time in UTC, more than 12 hours away; "
-                f"a duration is given in hours ({float(args.time_budget.split(':')[0]) + float(args.time_budget.split(':')[1]) / 60:.2f})")
+                f"a duration is given in hours ({h + m / 60:.2f})")
 
     epoch_rng = batcher.rng.bit_generator.state
     batches = new_epoch()
@@ -894,12 +903,11 @@ def cmd_export(args):
                          train_hours=round(state["train_time"] / 3600, 3),
                          cpu_hours=round(state["cpu_time"] / 3600, 6), target_tokens=int(state["tokens"]),
                          best_val_bleu=round(state["best_bleu"], 2))
-    cfg["source"].pop("averaged_steps", None)
-    if state.get("averaged_steps"):
-        cfg["source"]["averaged_steps"] = state["averaged_steps"]
-    cfg["source"].pop("cooldown", None)
-    if state.get("cooldown"):  # a --cooldown branch: [from step, over steps]
-        cfg["source"]["cooldown"] = list(state["cooldown"])
+    # how the weights were made: averaged snapshots (steps), a --cooldown branch ([from, over])
+    for key in ("averaged_steps", "cooldown"):
+        cfg["source"].pop(key, None)
+        if state.get(key):
+            cfg["source"][key] = list(state[key])
     # exporting over a shipped model directory (a new snapshot of models/default) keeps
     # what was chosen for it there: decoding options the recipe does not set
     # (all_caps, alignment_layer, ...). Its precision_checks measured the old weights:
