@@ -126,10 +126,7 @@ static struct {
 } choice = {PTHREAD_ONCE_INIT, NULL, NULL, ""};
 
 static void choose(void) {
-    /* amx is chosen only by DEEPMT_ISA=amx until its native code has been checked on
-     * AMX hardware (it is tested here on the software tile model only); tests/run.sh
-     * runs the level's tests natively wherever the CPU has it */
-    for (int i = DMT_ISA_AMX - 1; i >= 0 && !choice.best; i--) choice.best = dmt_kernels_for((dmt_isa)i);
+    for (int i = DMT_ISA_COUNT - 1; i >= 0 && !choice.best; i--) choice.best = dmt_kernels_for((dmt_isa)i);
     const char *want = getenv("DEEPMT_ISA");
     if (!want || !*want) {
         choice.chosen = choice.best;

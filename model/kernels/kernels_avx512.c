@@ -327,7 +327,7 @@ __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const floa
     if (chunk > MR) chunk -= chunk % MR;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;
-        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1);
+        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1, 0);
         product pr = {.y = y + (size_t)i0 * ldy, .x = xq, .xs = xs, .ldy = ldy, .ldx = quads, .n = rows, .lin = lin};
         all_panels(panel_i8, &pr, threads);
     }

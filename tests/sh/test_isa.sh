@@ -31,8 +31,6 @@ rc=$?
 
 # the first level above the best is one this CPU lacks
 above=$(echo "generic avx2 avxvnni avx512 avx512vnni avx512bf16 amx" | tr ' ' '\n' | sed -n "/^$best\$/{n;p;}")
-# amx is never the best (it runs only when asked for): on a CPU with AMX it is not beyond it
-[ "$above" = amx ] && env DEEPMT_ISA=amx "$BIN" --version >/dev/null 2>&1 && above=""
 if [ -n "$above" ]; then
     env DEEPMT_ISA="$above" "$BIN" --version >"$tmp/out" 2>&1; rc=$?
     [ $rc != 0 ] && grep -q "DEEPMT_ISA=$above: this CPU cannot run it (its best level is $best)" "$tmp/out"
