@@ -32,7 +32,7 @@
 #define K(name) name##_avx512emu
 #define TABLE(name) name##_emulated
 #define EMULATED 1
-/* the three intrinsics used here that SIMDe 0.7.4 lacks, lane by lane (a masked
+/* the intrinsics used here that SIMDe 0.7.4 lacks, lane by lane (a masked
  * load must not touch the lanes it leaves out: they may lie past an array's end) */
 static inline __m512 emu_maskz_loadu_ps(__mmask16 k, const void *p) {
     float v[16] = {0};
@@ -53,9 +53,36 @@ static inline __m512 emu_cvtepi32_ps(__m512i a) {
     for (int i = 0; i < 16; i++) v[i] = (float)q[i];
     return _mm512_loadu_ps(v);
 }
+/* and three more the hand-vectorised quantisation uses: as the instructions define
+ * them (the maximum a > b ? a : b; rounding to nearest even, the integer
+ * indefinite 0x80000000 for NaN and out-of-range values; truncation to bytes) */
+static inline float emu_reduce_max_ps(__m512 a) {
+    float v[16];
+    _mm512_storeu_ps(v, a);
+    float m = v[0];
+    for (int i = 1; i < 16; i++) m = v[i] > m ? v[i] : m;
+    return m;
+}
+static inline __m512i emu_cvtps_epi32(__m512 a) {
+    float v[16];
+    int32_t q[16];
+    _mm512_storeu_ps(v, a);
+    for (int i = 0; i < 16; i++) q[i] = v[i] >= -0x1p31f && v[i] < 0x1p31f ? (int32_t)nearbyintf(v[i]) : INT32_MIN;
+    return _mm512_loadu_si512(q);
+}
+static inline __m128i emu_cvtepi32_epi8(__m512i a) {
+    int32_t q[16];
+    uint8_t b[16];
+    _mm512_storeu_si512(q, a);
+    for (int i = 0; i < 16; i++) b[i] = (uint8_t)q[i];
+    return _mm_loadu_si128((const __m128i *)b);
+}
 #define _mm512_maskz_loadu_ps emu_maskz_loadu_ps
 #define _mm512_mask_storeu_ps emu_mask_storeu_ps
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps
+#define _mm512_reduce_max_ps emu_reduce_max_ps
+#define _mm512_cvtps_epi32 emu_cvtps_epi32
+#define _mm512_cvtepi32_epi8 emu_cvtepi32_epi8
 static inline __m512bh as_bh(__m512i v) {
     __m512bh r;
     memcpy(&r, &v, sizeof r);
@@ -318,6 +345,51 @@ DMT_TARGET("avx512vnni") static void panel_i8(const product *pr, int p) {
     }
 }
 
+/* K(quantize_rows)'s bytes and scales, value for value, vectorised by hand: GCC's
+ * version of the portable loop keeps one chain of maxima and turns the clamps into
+ * mask blends, which made it half of a 128 x 256 x 256 product at the amx level.
+ * max_ps(a, b) is a > b ? a : b, the portable comparisons (a NaN is passed over by
+ * the maximum and converts to the same integer); rounding is the CPU's default,
+ * to nearest even, as the portable 1.5 * 2^23 trick; clamping before rounding
+ * gives the same integers as after it. */
+static void quantize_rows16(uint8_t *dst, float *scales, const float *x, int ldx, int n, int in, int offset, int ldq) {
+    int padded = dmt_quads_of(in) * 4;
+    if (ldq > padded) padded = ldq;
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), add = _mm512_set1_epi32(offset ? 128 : 0);
+    const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+    for (int i = 0; i < n; i++) {
+        const float *r = x + (size_t)i * ldx;
+        uint8_t *q = dst + (size_t)i * padded;
+        __m512 m0 = _mm512_setzero_ps(), m1 = m0;
+        int k = 0;
+        for (; k + 32 <= in; k += 32) {
+            m0 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(r + k), absmask)), m0);
+            m1 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(r + k + 16), absmask)), m1);
+        }
+        for (; k < in; k += 16) {
+            __m512 v = _mm512_maskz_loadu_ps((__mmask16)(in - k >= 16 ? 0xffff : (1u << (in - k)) - 1), r + k);
+            m0 = _mm512_max_ps(_mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), absmask)), m0);
+        }
+        float amax = _mm512_reduce_max_ps(_mm512_max_ps(m0, m1));
+        float inv = amax > 0 ? 127.0f / amax : 0.0f;
+        scales[i] = amax > 0 ? amax / 127.0f : 0.0f;
+        const __m512 vinv = _mm512_set1_ps(inv);
+        for (k = 0; k < padded; k += 16) {
+            __mmask16 live = (__mmask16)(in - k >= 16 ? 0xffff : in - k <= 0 ? 0 : (1u << (in - k)) - 1);
+            __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, r + k), vinv);
+            v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+            __m128i bytes = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), add));
+            if (k + 16 <= padded) {
+                _mm_storeu_si128((__m128i *)(q + k), bytes);
+            } else {
+                uint8_t last[16];
+                _mm_storeu_si128((__m128i *)last, bytes);
+                memcpy(q + k, last, (size_t)(padded - k));
+            }
+        }
+    }
+}
+
 __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const float *x, int ldx, int n,
                                                    const dmt_linear *lin, int threads) {
     uint32_t xq[DMT_XBUF_BYTES / 4];
@@ -327,7 +399,7 @@ __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const floa
     if (chunk > MR) chunk -= chunk % MR;
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;
-        K(quantize_rows)((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1, 0);
+        quantize_rows16((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1, 0);
         product pr = {.y = y + (size_t)i0 * ldy, .x = xq, .xs = xs, .ldy = ldy, .ldx = quads, .n = rows, .lin = lin};
         all_panels(panel_i8, &pr, threads);
     }
