@@ -3,14 +3,15 @@
  * model's shapes: microseconds, GFLOP/s (int8: "GOP/s", same count) and the speed-up
  * over sgemm.
  *
- *   build/bench/bench_gemm [--json]        (after make bench-bin)
+ *   build/bench/bench_gemm [--json] [--shape ROWS,IN,OUT]   (after make bench-bin)
  *
  * Each figure is the fastest single call out of many (at least 30, about 0.3 s of
  * calls): on a shared machine, a call that ran without being preempted.
  *
  * Shapes: decoder steps at batch 32 x beam 4 (128 rows) and batch 1 (4 rows) against
  * the attention (256x256), FFN (1024x256, 256x1024) and output (8000x256) matrices,
- * and an encoder batch (480 rows). sgemm gets y = bias then beta = 1, as ops.c calls
+ * and an encoder batch (480 rows); --shape measures one shape instead (repeatable:
+ * several shapes). sgemm gets y = bias then beta = 1, as ops.c calls
  * it. The largest difference to sgemm's output is printed as a sanity check (int8:
  * relative to the largest output). --json prints one object a line instead.
  */
@@ -37,11 +38,26 @@ static float *random_floats(size_t n) {
 }
 
 int main(int argc, char **argv) {
-    int json = argc > 1 && !strcmp(argv[1], "--json");
-    static const int shapes[][3] = {{128, 256, 256},  {128, 256, 1024}, {128, 1024, 256}, {128, 256, 8000},
-                                    {480, 256, 1024}, {4, 256, 256},    {4, 256, 8000},   {1, 256, 1024}};
+    int json = 0;
+    static int shapes[16][3] = {{128, 256, 256},  {128, 256, 1024}, {128, 1024, 256}, {128, 256, 8000},
+                                {480, 256, 1024}, {4, 256, 256},    {4, 256, 8000},   {1, 256, 1024}};
+    size_t n_shapes = 8, asked = 0;
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[a], "--shape") && a + 1 < argc && asked < 16 &&
+                   sscanf(argv[a + 1], "%d,%d,%d", &shapes[asked][0], &shapes[asked][1], &shapes[asked][2]) == 3 &&
+                   shapes[asked][0] > 0 && shapes[asked][1] > 0 && shapes[asked][2] > 0 &&
+                   (double)shapes[asked][0] * shapes[asked][1] * shapes[asked][2] < 1e11) {
+            n_shapes = ++asked;
+            a++;
+        } else {
+            fprintf(stderr, "usage: bench_gemm [--json] [--shape ROWS,IN,OUT]... (at most 16 shapes)\n");
+            return 2;
+        }
+    }
     dmt_kernels_set_threads(1);
-    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    for (size_t s = 0; s < n_shapes; s++) {
         int n = shapes[s][0], in = shapes[s][1], out = shapes[s][2];
         float *x = random_floats((size_t)n * in), *w = random_floats((size_t)out * in), *b = random_floats(out);
         float *y = malloc((size_t)n * out * sizeof *y), *ref = malloc((size_t)n * out * sizeof *ref);
