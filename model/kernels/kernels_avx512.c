@@ -374,11 +374,12 @@ static void quantize_rows16(uint8_t *dst, float *scales, const float *x, int ldx
         float inv = amax > 0 ? 127.0f / amax : 0.0f;
         scales[i] = amax > 0 ? amax / 127.0f : 0.0f;
         const __m512 vinv = _mm512_set1_ps(inv);
-        for (k = 0; k < padded; k += 16) {
-            __mmask16 live = (__mmask16)(in - k >= 16 ? 0xffff : in - k <= 0 ? 0 : (1u << (in - k)) - 1);
-            __m512 v = _mm512_mul_ps(_mm512_maskz_loadu_ps(live, r + k), vinv);
-            v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
-            __m128i bytes = _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), add));
+#define QUANTIZE16(v) _mm512_cvtepi32_epi8(_mm512_add_epi32( \
+        _mm512_cvtps_epi32(_mm512_min_ps(hi, _mm512_max_ps(lo, _mm512_mul_ps((v), vinv)))), add))
+        for (k = 0; k + 16 <= in; k += 16) _mm_storeu_si128((__m128i *)(q + k), QUANTIZE16(_mm512_loadu_ps(r + k)));
+        for (; k < padded; k += 16) { /* the last inputs, then the padding: 0 times inv, plus add */
+            __mmask16 live = (__mmask16)(in - k <= 0 ? 0 : (1u << (in - k)) - 1);
+            __m128i bytes = QUANTIZE16(_mm512_maskz_loadu_ps(live, r + k));
             if (k + 16 <= padded) {
                 _mm_storeu_si128((__m128i *)(q + k), bytes);
             } else {
@@ -387,6 +388,7 @@ static void quantize_rows16(uint8_t *dst, float *scales, const float *x, int ldx
                 memcpy(q + k, last, (size_t)(padded - k));
             }
         }
+#undef QUANTIZE16
     }
 }
 
