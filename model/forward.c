@@ -227,10 +227,10 @@ static void encoder_layer(dmt_state *s, const dmt_layer_weights *w) {
     int d = c->d_model, S = s->src_max, rows = s->n_src * S;
     float *x = s->enc_out.p;
     const float *in = sublayer_input(s, x, rows, &w->self_attn_norm);
-    dmt_matmul(s->q.p, in, rows, &w->self_attn.q);
+    float *const qkv[3] = {s->q.p, s->k.p, s->v.p};
+    const dmt_linear *const proj[3] = {&w->self_attn.q, &w->self_attn.k, &w->self_attn.v};
+    dmt_matmul_shared(qkv, in, rows, proj, 3);
     scale(s->q.p, (long)rows * d, 1.0f / sqrtf((float)(d / c->heads)));
-    dmt_matmul(s->k.p, in, rows, &w->self_attn.k);
-    dmt_matmul(s->v.p, in, rows, &w->self_attn.v);
     for (int i = 0; i < s->n_src; i++) {
         size_t off = (size_t)i * S * d;
         dmt_attention(s->attn.p + off, d, s->q.p + off, d, s->k.p + off, s->v.p + off, d, S, s->src_len[i], c->heads,
@@ -334,8 +334,9 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
         goto oom;
     for (int l = 0; l < L; l++) {
         const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
-        dmt_matmul(s->cross_k.p + (size_t)l * src_rows * d, s->enc_out.p, (int)src_rows, &a->k);
-        dmt_matmul(s->cross_v.p + (size_t)l * src_rows * d, s->enc_out.p, (int)src_rows, &a->v);
+        float *const kv[2] = {s->cross_k.p + (size_t)l * src_rows * d, s->cross_v.p + (size_t)l * src_rows * d};
+        const dmt_linear *const proj[2] = {&a->k, &a->v};
+        dmt_matmul_shared(kv, s->enc_out.p, (int)src_rows, proj, 2);
     }
     memcpy(s->hyp_src, hyp_src, (size_t)n_hyps * sizeof *hyp_src);
     s->n_hyps = n_hyps;
@@ -354,10 +355,10 @@ static void decoder_self_attention(dmt_state *s, int l, const float *in) {
     int d = c->d_model, H = s->n_hyps;
     size_t layer = (size_t)s->step_cap * s->hyp_cap * d, step_block = (size_t)s->step * s->hyp_cap * d;
     float *kc = s->self_k.p + l * layer, *vc = s->self_v.p + l * layer;
-    dmt_matmul(s->q.p, in, H, &a->q);
+    float *const qkv[3] = {s->q.p, kc + step_block, vc + step_block};
+    const dmt_linear *const proj[3] = {&a->q, &a->k, &a->v};
+    dmt_matmul_shared(qkv, in, H, proj, 3);
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
-    dmt_matmul(kc + step_block, in, H, &a->k);
-    dmt_matmul(vc + step_block, in, H, &a->v);
     for (int h = 0; h < H; h++)
         dmt_attention_slots(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc, vc, d,
                             s->history + (size_t)h * s->step_cap, s->step + 1, c->heads, s->scores.p);
@@ -467,8 +468,9 @@ int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const i
         const float *x = dmt_encoder_out(s, i);
         for (int l = 0; l < L; l++) {
             const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
-            dmt_matmul(cs->k + (size_t)l * len * d, x, (int)len, &a->k);
-            dmt_matmul(cs->v + (size_t)l * len * d, x, (int)len, &a->v);
+            float *const kv[2] = {cs->k + (size_t)l * len * d, cs->v + (size_t)l * len * d};
+            const dmt_linear *const proj[2] = {&a->k, &a->v};
+            dmt_matmul_shared(kv, x, (int)len, proj, 2);
         }
         ids[i] = id;
     }
@@ -569,10 +571,10 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         const dmt_layer_weights *w = &m->decoder.layers[l];
         /* self-attention over each hypothesis' own positions */
         const float *in = sublayer_input(s, x, H, &w->self_attn_norm);
-        dmt_matmul(s->q.p, in, H, &w->self_attn.q);
+        float *const qkv[3] = {s->q.p, s->k.p, s->v.p};
+        const dmt_linear *const proj[3] = {&w->self_attn.q, &w->self_attn.k, &w->self_attn.v};
+        dmt_matmul_shared(qkv, in, H, proj, 3);
         scale(s->q.p, (long)H * d, qscale);
-        dmt_matmul(s->k.p, in, H, &w->self_attn.k);
-        dmt_matmul(s->v.p, in, H, &w->self_attn.v);
         float *kc = c->k + (size_t)l * c->n_slots * d, *vc = c->v + (size_t)l * c->n_slots * d;
         for (int h = 0; h < H; h++) {
             const int *hist = c->hist + (size_t)h * c->len_cap;

@@ -176,6 +176,19 @@ void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dm
     fn(y, ldy, x, ldx, n, lin, threads);
 }
 
+void dmt_gemm_packed_shared(float *const *y, const int *ldy, const float *x, int ldx, int n,
+                            const dmt_linear *const *lins, int count, int threads) {
+    const dmt_kernels *k = lins[0]->kernels;
+    int shared = count > 1 && k->gemm_i8_shared;
+    for (int c = 0; shared && c < count; c++)
+        shared = lins[c]->layout == DMT_LAYOUT_PACKED_I8 && lins[c]->kernels == k && lins[c]->in == lins[0]->in;
+    if (shared) {
+        k->gemm_i8_shared(y, ldy, x, ldx, n, lins, count, threads);
+        return;
+    }
+    for (int c = 0; c < count; c++) dmt_gemm_packed(y[c], ldy[c], x, ldx, n, lins[c], threads);
+}
+
 const char *dmt_gemm_describe(const dmt_kernels *k, dmt_weight_layout layout, char *buf, size_t len) {
     static const char *const kinds[] = {"F32", "F32", "BF16", "INT8"};
     snprintf(buf, len, "%s %s", k->name, layout == DMT_LAYOUT_ROWS ? "(OpenBLAS) F32" : kinds[layout]);

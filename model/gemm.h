@@ -50,6 +50,12 @@ void dmt_gemm_pack_rows_i8(void *dst, const dmt_kernels *k, int out, int in, int
  * with the kernels it was packed for. threads > 1 splits the panels (same bits). */
 void dmt_gemm_packed(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads);
 
+/* count products of the same x (n rows), y[c] = x lins[c]^T + b[c], row strides
+ * ldy[c]: where every lin is int8 with the same in and kernels that can, x is
+ * quantised once (the same bits as count dmt_gemm_packed calls). */
+void dmt_gemm_packed_shared(float *const *y, const int *ldy, const float *x, int ldx, int n,
+                            const dmt_linear *const *lins, int count, int threads);
+
 /* out[in] = row j of W as the layout holds it (BF16 rounded, INT8 scale x byte). */
 void dmt_linear_row(const dmt_linear *lin, int j, float *out);
 

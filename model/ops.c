@@ -26,6 +26,17 @@ void dmt_matmul(float *y, const float *x, int n, const dmt_linear *lin) {
     dmt_matmul_strided(y, lin->out, x, lin->in, n, lin);
 }
 
+void dmt_matmul_shared(float *const *y, const float *x, int n, const dmt_linear *const *lins, int count) {
+    int ldy[4], packed = count <= 4;
+    for (int c = 0; packed && c < count; c++) packed = lins[c]->layout != DMT_LAYOUT_ROWS;
+    if (packed) {
+        for (int c = 0; c < count; c++) ldy[c] = lins[c]->out;
+        dmt_gemm_packed_shared(y, ldy, x, lins[0]->in, n, lins, count, dmt_kernels_threads());
+        return;
+    }
+    for (int c = 0; c < count; c++) dmt_matmul(y[c], x, n, lins[c]);
+}
+
 void dmt_layer_norm(float *x, int n, int d, const dmt_norm_weights *w, float eps) {
     const dmt_kernels *k = dmt_kernels_active();
     for (int i = 0; i < n; i++) k->norm_row(x + (size_t)i * d, d, w->weight, w->bias, eps);

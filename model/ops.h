@@ -16,6 +16,10 @@ void dmt_matmul(float *y, const float *x, int n, const dmt_linear *lin);
 /* y[n][out] = x[n][in] * W^T + b, ldx/ldy strides (in floats) for strided views. */
 void dmt_matmul_strided(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin);
 
+/* Products of the same rows: y[c][n][lins[c].out] = x[n][in] * W_c^T + b_c for c <
+ * count (attention's q, k and v): int8 weights quantise x once for all of them. */
+void dmt_matmul_shared(float *const *y, const float *x, int n, const dmt_linear *const *lins, int count);
+
 /* x[n][d] = LayerNorm(x) in place. */
 void dmt_layer_norm(float *x, int n, int d, const dmt_norm_weights *w, float eps);
 

@@ -47,6 +47,12 @@ typedef enum {
  * threads > 1 splits the panels over that many OpenMP threads (same bits as 1). */
 typedef void (*dmt_gemm_fn)(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads);
 
+/* count products of the same rows x, each into its own y[c] (row stride ldy[c]) over
+ * lins[c] (every one int8, the same in): x is quantised once for all of them. The
+ * same bits as count dmt_gemm_fn calls. */
+typedef void (*dmt_gemm_shared_fn)(float *const *y, const int *ldy, const float *x, int ldx, int n,
+                                   const dmt_linear *const *lins, int count, int threads);
+
 /* One query row against nk keys of one head (ops.h's attention): keys/values at
  * (slots ? slots[j] : j) * ld from k and v; p holds nk floats of scratch. */
 typedef void (*dmt_attend_fn)(float *out, const float *q, const float *k, const float *v, size_t ld,
@@ -62,6 +68,7 @@ typedef struct dmt_kernels {
     dmt_gemm_fn gemm_f32; /* NULL when panel_f32 == 0 */
     dmt_gemm_fn gemm_bf16; /* NULL where the level has no BF16 arithmetic */
     dmt_gemm_fn gemm_i8;
+    dmt_gemm_shared_fn gemm_i8_shared; /* NULL: one gemm_i8 call a product */
     int emulated;         /* 1: an emulated level's table (test programs only, below) */
     void (*softmax)(float *x, int n, int len);
     void (*log_softmax)(float *x, int n, int len);

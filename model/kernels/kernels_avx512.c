@@ -407,6 +407,26 @@ __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const floa
     }
 }
 
+/* gemm_i8_vnni for several weights over the same x: each chunk quantised once */
+__attribute__((noinline)) static void gemm_i8_vnni_shared(float *const *y, const int *ldy, const float *x, int ldx,
+                                                          int n, const dmt_linear *const *lins, int count,
+                                                          int threads) {
+    uint32_t xq[DMT_XBUF_BYTES / 4];
+    float xs[DMT_XBUF_ROWS];
+    int quads = dmt_quads_of(lins[0]->in), chunk = (DMT_XBUF_BYTES / 4) / quads;
+    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
+    if (chunk > MR) chunk -= chunk % MR;
+    for (int i0 = 0; i0 < n; i0 += chunk) {
+        int rows = n - i0 < chunk ? n - i0 : chunk;
+        quantize_rows16((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lins[0]->in, 1, 0);
+        for (int c = 0; c < count; c++) {
+            product pr = {.y = y[c] + (size_t)i0 * ldy[c], .x = xq, .xs = xs, .ldy = ldy[c], .ldx = quads,
+                          .n = rows, .lin = lins[c]};
+            all_panels(panel_i8, &pr, threads);
+        }
+    }
+}
+
 /* ---- AMX ---------------------------------------------------------------------------- */
 #include "model/kernels/amx.inc"
 
@@ -423,12 +443,14 @@ __attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const floa
 const dmt_kernels TABLE(dmt_kernels_avx512) = {.isa = DMT_ISA_AVX512, .name = "avx512", AVX512_COMMON,
                                         .panel_i8 = 16, .i8_offset = 0, .gemm_i8 = dmt_gemm_i8_avx2};
 const dmt_kernels TABLE(dmt_kernels_avx512vnni) = {.isa = DMT_ISA_AVX512VNNI, .name = "avx512vnni", AVX512_COMMON,
-                                            .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni};
+                                            .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni,
+                                            .gemm_i8_shared = gemm_i8_vnni_shared};
 const dmt_kernels TABLE(dmt_kernels_avx512bf16) = {.isa = DMT_ISA_AVX512BF16, .name = "avx512bf16", AVX512_COMMON,
                                             .panel_i8 = P, .i8_offset = 1, .gemm_i8 = gemm_i8_vnni,
-                                            .gemm_bf16 = gemm_bf16_avx512};
+                                            .gemm_i8_shared = gemm_i8_vnni_shared, .gemm_bf16 = gemm_bf16_avx512};
 /* the same packed layouts as avx512bf16: only the int8 and BF16 products differ */
 const dmt_kernels TABLE(dmt_kernels_amx) = {.isa = DMT_ISA_AMX, .name = "amx", AVX512_COMMON, .panel_i8 = P,
-                                            .i8_offset = 1, .gemm_i8 = gemm_i8_amx, .gemm_bf16 = gemm_bf16_amx};
+                                            .i8_offset = 1, .gemm_i8 = gemm_i8_amx,
+                                            .gemm_i8_shared = gemm_i8_amx_shared, .gemm_bf16 = gemm_bf16_amx};
 
 #endif

@@ -509,6 +509,64 @@ static void check_amx_levels(void) {
     printf("# amx bf16: %ld of %ld outputs equal to %s's\n", amx_bf16_same, amx_bf16_all, bf->name);
 }
 
+/* A level's shared-input int8 product (gemm_i8_shared: x quantised once for several
+ * weights) against one dmt_gemm_packed call a weight: the same bits, every output
+ * where it belongs (strided ys with a padding column that stays PAD), for row counts
+ * within one quantisation chunk and across several, 1-3 threads; and through
+ * dmt_gemm_packed_shared, which falls back to separate calls for mixed inputs. */
+static void check_shared(const dmt_kernels *k) {
+    static const int rows[] = {1, 4, 17, 128, 300, 1100}, ins[] = {37, 256, 1000};
+    int ok = 1;
+    char why[200] = "";
+    for (size_t r = 0; ok && r < sizeof rows / sizeof *rows; r++)
+        for (size_t i = 0; ok && i < sizeof ins / sizeof *ins; i++) {
+            int n = rows[r], in = ins[i], outs[3] = {33, 64, 5}, threads = 1 + (int)((r + i) % 3);
+            float *x = malloc((size_t)n * in * 4), *w[3], *b[3], *ys[3], *yr[3];
+            void *mem[3];
+            dmt_linear lin[3];
+            int ldy[3];
+            for (size_t t = 0; t < (size_t)n * in; t++) x[t] = uniform(-2, 2);
+            for (int c = 0; c < 3; c++) {
+                ldy[c] = outs[c] + 1;
+                w[c] = malloc((size_t)outs[c] * in * 4), b[c] = malloc((size_t)outs[c] * 4);
+                ys[c] = malloc((size_t)n * ldy[c] * 4), yr[c] = malloc((size_t)n * ldy[c] * 4);
+                for (size_t t = 0; t < (size_t)outs[c] * in; t++) w[c][t] = uniform(-0.2f, 0.2f);
+                for (int t = 0; t < outs[c]; t++) b[c][t] = uniform(-1, 1);
+                for (size_t t = 0; t < (size_t)n * ldy[c]; t++) ys[c][t] = yr[c][t] = PAD;
+                lin[c] = pack(k, DMT_LAYOUT_PACKED_I8, w[c], b[c], outs[c], in, &mem[c]);
+                dmt_gemm_packed(yr[c], ldy[c], x, in, n, &lin[c], 1);
+            }
+            const dmt_linear *const lins[3] = {&lin[0], &lin[1], &lin[2]};
+            k->gemm_i8_shared(ys, ldy, x, in, n, lins, 3, threads);
+            for (int c = 0; ok && c < 3; c++)
+                if (memcmp(ys[c], yr[c], (size_t)n * ldy[c] * 4))
+                    ok = 0, snprintf(why, sizeof why, "n=%d in=%d output %d differs (threads %d)", n, in, c, threads);
+            for (int c = 0; c < 3; c++) free(w[c]), free(b[c]), free(ys[c]), free(yr[c]), free(mem[c]);
+            free(x);
+        }
+    char what[160];
+    snprintf(what, sizeof what, "%s int8: one quantisation for three weights = three products, bit for bit", k->name);
+    CHECK(ok, what, "%s", why);
+    /* different inputs: dmt_gemm_packed_shared must not share a quantisation */
+    int n = 6;
+    float *x = malloc((size_t)n * 64 * 4), *w1 = malloc(20 * 64 * 4), *w2 = malloc(20 * 32 * 4);
+    float y1[6 * 20], y2[6 * 20], r1[6 * 20], r2[6 * 20];
+    for (int t = 0; t < n * 64; t++) x[t] = uniform(-1, 1);
+    for (int t = 0; t < 20 * 64; t++) w1[t] = uniform(-1, 1);
+    for (int t = 0; t < 20 * 32; t++) w2[t] = uniform(-1, 1);
+    void *m1, *m2;
+    dmt_linear l1 = pack(k, DMT_LAYOUT_PACKED_I8, w1, NULL, 20, 64, &m1), l2 = pack(k, DMT_LAYOUT_PACKED_I8, w2, NULL, 20, 32, &m2);
+    float *const ys[2] = {y1, y2};
+    const int ldys[2] = {20, 20};
+    const dmt_linear *const lins[2] = {&l1, &l2};
+    dmt_gemm_packed_shared(ys, ldys, x, 64, n, lins, 2, 1); /* l2 reads the first 32 columns of each row */
+    dmt_gemm_packed(r1, 20, x, 64, n, &l1, 1);
+    dmt_gemm_packed(r2, 20, x, 64, n, &l2, 1);
+    snprintf(what, sizeof what, "%s: products of different input widths are not shared", k->name);
+    CHECK(!memcmp(y1, r1, sizeof y1) && !memcmp(y2, r2, sizeof y2), what);
+    free(x), free(w1), free(w2), free(m1), free(m2);
+}
+
 int main(void) {
     int levels = 0;
     for (int isa = 0; isa < DMT_ISA_COUNT; isa++) {
@@ -529,6 +587,7 @@ int main(void) {
         if (k->panel_f32) check_level(k, DMT_LAYOUT_PACKED_F32);
         if (k->gemm_bf16) check_level(k, DMT_LAYOUT_PACKED_BF16);
         check_level(k, DMT_LAYOUT_PACKED_I8);
+        if (k->gemm_i8_shared) check_shared(k);
         /* every level the same int8 integers: compare with the generic level's output */
         const dmt_kernels *g = dmt_kernels_for(DMT_ISA_GENERIC);
         int n = 9, in = 203, out = 77;
