@@ -6,7 +6,11 @@
   train.py average --run runs/main --last 5 [--validate]   (-> runs/main/average.pt)
   train.py export --run runs/main [--checkpoint best.pt] --out models/default
 
-See docs/training.md. The network is tools/dmt/model.py (DeepNorm Post-LN); the
+See docs/training.md. This file is the command line and the training loop; its parts
+are in tools/dmt/: objective.py (the loss and one optimizer step), validation.py
+(greedy decoding and BLEU), precision.py (device, --amp), runstate.py (checkpoints,
+snapshots, their average), data.py (the data pipeline), runlog.py.
+The network is tools/dmt/model.py (DeepNorm Post-LN); the
 encoder reads `pieces </s>`, the decoder input is `</s> __tgt__ y` and the target
 `__tgt__ y </s>`, with the loss on the forced `__tgt__` masked out. Multi30k is
 4-way parallel, so each encoder pass feeds the source's three other languages.
@@ -23,40 +27,31 @@ import sys
 import time
 
 
-def _cpu_has_bf16():
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = f.read()
-    except OSError:
-        return True
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dmt.cpuinfo import cpu_has_bf16  # noqa: E402
 
 # Without native bf16 the products are fp32 through OpenBLAS, whose threads compete
 # with OpenMP's spinning ones: passive waiting measured 1.37x target tokens/s on an
 # AVX2-only EPYC (docs/training.md). libgomp reads this once, so before torch loads.
-if not _cpu_has_bf16():
+if not cpu_has_bf16():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dmt import data as D  # noqa: E402
 from dmt import modeldir  # noqa: E402
 from dmt.model import Transformer, default_config  # noqa: E402
+from dmt.objective import to_device, train_step  # noqa: E402
+from dmt.precision import pick_amp, pick_device  # noqa: E402
+from dmt.runlog import fmt_dur, log  # noqa: E402
+from dmt.runstate import average_states, list_snapshots, load_state, save_atomic  # noqa: E402
+from dmt.validation import build_val_sets, validate  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VAL_DIRECTIONS = [("en", "de"), ("en", "fr"), ("de", "en"), ("cs", "en")]
 
 
-def log(msg):
-    print(f"[{dt.datetime.now(dt.timezone.utc):%H:%M:%S}] {msg}", flush=True)
 
 
-def fmt_dur(s):
-    s = max(0, int(s))
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 def clock_time(budget):
@@ -124,276 +119,37 @@ def lr_at(step, args, rewarm_from=None, cooldown=None):
     return lr
 
 
-def load_state(path):
-    """Our own training checkpoint (trusted: written by save_atomic). torch >= 2.6 loads
-    weights only by default, which refuses the numpy RNG state kept here."""
-    import inspect
-    kw = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
-    return torch.load(path, map_location="cpu", **kw)
 
 
-def save_atomic(obj, path):
-    tmp = path + ".tmp"
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
 
 
 # -- loss / decoding --------------------------------------------------------------
-def forward_loss(model, src, prev, scored, targets, n_tgt, eps):
-    """Encoder once per source, states shared by its n_tgt targets -> (loss_sum, nll_sum).
-
-    scored/targets come from D.scored_positions (flat positions of prev/tgt that are
-    scored, and the ids there); only those rows go through the output projection
-    (padding is ~30%), and nothing here waits on the device.
-    """
-    enc, pad_mask = model.encode(src)
-    kv = [(k.repeat_interleave(n_tgt, 0), v.repeat_interleave(n_tgt, 0)) for k, v in model.cross_kv(enc)]
-    x = model.decoder_states(prev, None, pad_mask.repeat_interleave(n_tgt, 0), kv=kv)
-    x = x.reshape(-1, x.shape[-1]).index_select(0, scored)
-    amp = torch.is_autocast_cpu_enabled() if x.device.type == "cpu" else torch.is_autocast_enabled()
-    dtype = torch.bfloat16 if amp else torch.float32
-    return OutputCrossEntropy.apply(x, model.output_weight(), targets, eps, dtype)
 
 
-class OutputCrossEntropy(torch.autograd.Function):
-    """The output projection and the label-smoothed cross-entropy in one, a chunk of
-    rows at a time: x [N, d] (decoder states at the scored positions), weight [V, d],
-    targets [N] -> (loss, nll), summed over rows. loss = (1 - eps) nll + eps/V
-    sum_v -log p_v, with sum_v -log p_v = V lse - sum_v z_v (z = x W^T, lse =
-    logsumexp z).
-
-    Why: at a 16k vocabulary the [N, V] logits of a 6,000-token batch are 256 MB in
-    fp32, and every pass over them (the bf16->fp32 copy, max, exp, sum, the backward's
-    passes and copies) is bound by memory bandwidth: with autograd's log_softmax +
-    gather + sum those passes took 35-45% of a CPU training step (torch.profiler,
-    `train.py bench --one --profile 25`). Here the gradient is known in the forward,
-    dz = g (softmax(z) - (1 - eps) onehot - eps/V) with g the loss's incoming
-    gradient, so each chunk's logits are made, turned into dz, multiplied back into
-    dx and dW and dropped while they are still in cache; the backward only scales.
-    Only the loss is differentiable (nll is for logging: backpropagating it raises)."""
-
-    CHUNK = 256  # rows: a chunk's logits are 16 MB at V = 16k
-
-    @staticmethod
-    def forward(ctx, x, weight, targets, eps, dtype):
-        ctx.set_materialize_grads(False)
-        need_grad = x.requires_grad or weight.requires_grad
-        v = weight.shape[0]
-        with torch.autocast(device_type=x.device.type, enabled=False):
-            xc, w = x.to(dtype), weight.to(dtype)
-            dx = torch.empty(x.shape, dtype=torch.float32, device=x.device) if need_grad else None
-            dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if need_grad else None
-            loss = torch.zeros((), dtype=torch.float32, device=x.device)
-            nll = torch.zeros((), dtype=torch.float32, device=x.device)
-            for a in range(0, x.shape[0], OutputCrossEntropy.CHUNK):
-                b = min(a + OutputCrossEntropy.CHUNK, x.shape[0])
-                z = (xc[a:b] @ w.t()).float()
-                t = targets[a:b, None]
-                zmax = z.max(-1, keepdim=True)[0]
-                z_sum = z.sum(-1)
-                z_t = z.gather(-1, t).squeeze(-1)
-                p = z.sub_(zmax).exp_()  # z is p from here on
-                total = p.sum(-1, keepdim=True)
-                lse = (zmax + total.log()).squeeze(-1)
-                row_nll = lse - z_t
-                nll += row_nll.sum()
-                loss += ((1 - eps) * row_nll + (eps / v) * (v * lse - z_sum)).sum()
-                if need_grad:
-                    dz = p.div_(total).sub_(eps / v)
-                    dz.scatter_add_(-1, t, torch.full(t.shape, eps - 1.0, device=x.device))
-                    dz = dz.to(dtype)
-                    dx[a:b] = (dz @ w).float()
-                    dw += (dz.t() @ xc[a:b]).float()
-        if need_grad:
-            ctx.save_for_backward(dx, dw)
-        return loss, nll
-
-    @staticmethod
-    def backward(ctx, g_loss, g_nll):
-        if g_nll is not None:
-            raise RuntimeError("OutputCrossEntropy: nll is not differentiable (log it, train on the loss)")
-        dx, dw = ctx.saved_tensors
-        if g_loss is None:
-            return None, None, None, None, None
-        return dx.mul_(g_loss), dw.mul_(g_loss), None, None, None
 
 
-def train_step(model, opt, lr, tensors, n_tgt, ntok, args, dev, amp):
-    """One optimizer step on a batch (src, prev, scored, targets) -> (loss_sum, nll_sum)."""
-    for g in opt.param_groups:
-        g["lr"] = lr
-    with amp_context(dev, amp):
-        loss, nll = forward_loss(model, *tensors, n_tgt, args.label_smoothing)
-    opt.zero_grad(set_to_none=True)
-    (loss / ntok).backward()
-    if args.clip_norm > 0:
-        torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
-    opt.step()
-    return loss, nll
 
 
-def to_device(dev, *tensors):
-    return [t.to(dev, non_blocking=True) for t in tensors]
 
 
-@torch.no_grad()
-def greedy(model, src_rows, tag_id, max_a=1.2, max_b=10):
-    """Greedy decode a list of source id lists (without </s>) into target id lists."""
-    dev = model.output_weight().device
-    src = D.pad([list(r) + [D.EOS] for r in src_rows]).to(dev)
-    enc, pad_mask = model.encode(src)
-    kv = model.cross_kv(enc)
-    b = src.shape[0]
-    max_len = int(max_a * src.shape[1] + max_b)
-    caches = [{} for _ in model.decoder.layers]
-    prev = torch.tensor([[model.cfg["decoder_start_id"], tag_id]] * b, device=dev)
-    out = torch.full((b, max_len), D.PAD, dtype=torch.long, device=dev)
-    done = torch.zeros(b, dtype=torch.bool, device=dev)
-    pos = 0
-    for i in range(max_len):
-        lp = model.decode(prev, enc, pad_mask, kv=kv, caches=caches, start=pos)[:, -1]
-        pos += prev.shape[1]
-        nxt = lp.argmax(-1)
-        nxt[done] = D.PAD
-        out[:, i] = nxt
-        done |= nxt.eq(D.EOS)
-        if bool(done.all()):
-            break
-        prev = nxt[:, None]
-    res = []
-    for row in out.tolist():
-        row = [x for x in row if x != D.PAD]
-        res.append(row[:row.index(D.EOS)] if D.EOS in row else row)
-    return res
 
 
-def multi30k_val_sets(val, val_text, n):
-    """Validation sets [(name, src ids, tgt ids, tgt texts, tgt lang)] on Multi30k val."""
-    return [(f"{s}-{t}", val[s][:n], val[t][:n], val_text[t][:n], t) for s, t in VAL_DIRECTIONS]
 
 
-def general_val_sets(sp, general_dir, n, max_len=128):
-    """Validation sets on the general dev data (news; en-cs also Tatoeba), both directions:
-    named g:en-de etc. Lines are taken evenly over the file (the en-cs file ends with Tatoeba)."""
-    sets = []
-    for (a, b), (la, lb) in D.read_general(general_dir, "dev").items():
-        step = max(1, len(la) // n)
-        la, lb = la[::step][:n], lb[::step][:n]
-        ia = [x[:max_len] for x in sp.encode(la, out_type=int)]
-        ib = [x[:max_len] for x in sp.encode(lb, out_type=int)]
-        sets.append((f"g:{a}-{b}", ia, ib, lb, b))
-        sets.append((f"g:{b}-{a}", ib, ia, la, a))
-    return sets
 
 
-@torch.no_grad()
-def build_val_sets(sp, data, cache, max_len, val_lines, general=None, general_val_lines=0):
-    """The run's validation sets: Multi30k val in every direction, plus the general dev
-    sets' first lines in each general direction (with --general)."""
-    val = D.encode_split(sp, data, "val", cache, max_len)
-    sets = multi30k_val_sets(val, D.read_split(data, "val"), val_lines)
-    if general and general_val_lines:
-        sets += general_val_sets(sp, general, general_val_lines, max_len)
-    return sets
 
 
-def validate(model, sp, sets, bleu_fn, batch=50, amp=None):
-    """Greedy BLEU (against the raw target text) and teacher-forced NLL on each
-    validation set (see multi30k_val_sets).
-
-    Also the *source gain*: the NLL with each target paired with another line's source
-    minus the true NLL. A model that ignores its source (an encoder collapsed into a
-    constant, a decoder that became a language model) scores ~0 here however low its
-    NLL, so this is the number that says whether the encoder is learning.
-    """
-    model.eval()
-    dev = model.output_weight().device
-    ids = D.lang_ids(sp)
-    scores, nll_sum, wrong_sum, tok = {}, 0.0, 0.0, 0
-    for name, src_rows, tgt_rows, tgt_text, t in sets:
-        hyps, refs = [], []
-        n = len(src_rows)
-        for a in range(0, n, batch):
-            rows = src_rows[a:a + batch]
-            tg = tgt_rows[a:a + batch]
-            src = D.pad([list(r) + [D.EOS] for r in rows])
-            prev = D.pad([[D.EOS, ids[t]] + list(y) for y in tg])
-            tgt = D.pad([[ids[t]] + list(y) + [D.EOS] for y in tg])
-            scored, targets = D.scored_positions(tgt)
-            src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
-            with amp_context(dev, amp):
-                _, nl = forward_loss(model, src, prev, scored, targets, 1, 0.0)
-                _, wrong = forward_loss(model, src.roll(1, 0), prev, scored, targets, 1, 0.0)
-                hyps += [sp.decode(h) for h in greedy(model, rows, ids[t])]
-            nll_sum, wrong_sum, tok = nll_sum + float(nl), wrong_sum + float(wrong), tok + len(scored)
-            refs += tgt_text[a:a + batch]
-        scores[name] = float(bleu_fn(hyps, refs)["score"])
-        scores[f"{name}:example"] = hyps[0]
-    model.train()
-    scores["source_gain"] = (wrong_sum - nll_sum) / max(tok, 1)
-    return scores, nll_sum / max(tok, 1)
 
 
-def amp_context(dev, amp):
-    """bf16 autocast where asked (the GPU); plain fp32 otherwise."""
-    if amp == "bf16":
-        return torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
-    import contextlib
-    return contextlib.nullcontext()
 
 
-def bf16_speedup(d_model=256, ffn_dim=1024, rows=4096, reps=6):
-    """fp32 time / bf16-autocast time of a feed-forward block's forward + backward on
-    this CPU (a few seconds). Autocast pays off only where the CPU multiplies bf16
-    natively (AVX512-BF16, AMX); elsewhere it converts and is slower."""
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, d_model, generator=g)
-    w1 = (torch.randn(ffn_dim, d_model, generator=g) * 0.05).requires_grad_()
-    w2 = (torch.randn(d_model, ffn_dim, generator=g) * 0.05).requires_grad_()
-    cpu = torch.device("cpu")
-
-    def once(amp):
-        t0 = time.perf_counter()
-        with amp_context(cpu, amp):
-            y = F.linear(torch.relu(F.linear(x, w1)), w2)
-        y.float().square().mean().backward()
-        return time.perf_counter() - t0
-    once("none"), once("bf16")  # warm-up (oneDNN builds its kernels on first use)
-    best = {"none": float("inf"), "bf16": float("inf")}
-    for _ in range(reps):  # interleaved, so that load that comes and goes hits both alike
-        for amp in best:
-            best[amp] = min(best[amp], once(amp))
-    return best["none"] / best["bf16"]
 
 
-def amp_choice(speedup, native_bf16):
-    """The autocast --amp auto takes on a CPU, from bf16_speedup's measurement. Where the
-    CPU multiplies bf16 natively (AVX512-BF16, AMX) bf16 is 2.4-3.5x fp32 on whole steps,
-    so bf16 unless measured clearly slower (< 0.8x): one measurement on a busy machine is
-    noise (a run once measured 0.99x while the process it replaced was still stopping,
-    and trained at a third of its speed for an hour). Elsewhere autocast converts and is
-    slower: bf16 only from 1.15x."""
-    return "bf16" if speedup >= (0.8 if native_bf16 else 1.15) else "none"
 
 
-def pick_amp(dev, amp, d_model=256, ffn_dim=1024):
-    """--amp auto: bf16 autocast on a GPU; on a CPU as amp_choice decides from a
-    measurement (bf16_speedup); `make train-bench` gives the whole-step figures."""
-    if amp != "auto":
-        return amp
-    if dev.type == "cuda":
-        return "bf16"
-    speedup, native = bf16_speedup(d_model, ffn_dim), _cpu_has_bf16()
-    choice = amp_choice(speedup, native)
-    log(f"--amp auto: bf16 autocast {speedup:.2f}x fp32 on this CPU's feed-forward block "
-        f"({'native bf16: bf16 unless below 0.8x' if native else 'no native bf16: bf16 from 1.15x'}): {choice}")
-    return choice
 
 
-def pick_device(name):
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(name)
 
 
 # -- subcommands ---------------------------------------------------------------------
@@ -825,37 +581,8 @@ def cmd_bench(args):
             json.dump(rows, f, indent=1)
 
 
-def list_snapshots(run):
-    """RUN/snapshots/step-*.pt, oldest first."""
-    d = os.path.join(run, "snapshots")
-    if not os.path.isdir(d):
-        return []
-    return sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith("step-") and f.endswith(".pt"))
 
 
-def average_states(states):
-    """The element-wise mean of the weights of several snapshots of one run (checkpoint
-    averaging: the mean of the last few points of a run sits nearer the middle of the
-    valley the optimizer circles in, and usually translates better than any of them).
-    The result carries the newest snapshot's step, hours and tokens."""
-    first = states[0]
-    for st in states[1:]:
-        if st["cfg"] != first["cfg"] or set(st["model"]) != set(first["model"]):
-            raise SystemExit("average: the snapshots are not of one model (different config or weights)")
-    newest = max(states, key=lambda st: st["step"])
-    model = {}
-    for k, v in first["model"].items():
-        if v.is_floating_point():
-            acc = torch.zeros_like(v, dtype=torch.float64)
-            for st in states:
-                acc += st["model"][k].double()
-            model[k] = (acc / len(states)).to(v.dtype)
-        else:
-            model[k] = v.clone()
-    out = {k: newest.get(k) for k in ("cfg", "step", "train_time", "cpu_time", "tokens", "best_bleu", "amp", "args")}
-    out["model"] = model
-    out["averaged_steps"] = sorted(st["step"] for st in states)
-    return out
 
 
 def cmd_average(args):

@@ -35,6 +35,10 @@ import tap  # noqa: E402
 import train  # noqa: E402
 from dmt import data as D  # noqa: E402
 from dmt.model import Transformer, default_config  # noqa: E402
+from dmt.objective import OutputCrossEntropy, forward_loss  # noqa: E402
+from dmt.precision import amp_choice  # noqa: E402
+from dmt.runstate import load_state  # noqa: E402
+from dmt.validation import multi30k_val_sets, validate  # noqa: E402
 
 IDS = {"en": 4, "de": 5, "fr": 6, "cs": 7}
 
@@ -206,7 +210,7 @@ def test_loss():
     prev = torch.cat([torch.full((9, 1), D.EOS), tgt[:, :-1]], 1)
     scored, targets = D.scored_positions(tgt)
     eps = 0.1
-    loss, nll = train.forward_loss(m, src, prev, scored, targets, 3, eps)
+    loss, nll = forward_loss(m, src, prev, scored, targets, 3, eps)
     # dense reference: every position through the full model, then masked
     lp = m(src.repeat_interleave(3, 0), prev)
     mask = tgt.ne(D.PAD)
@@ -233,13 +237,13 @@ def test_loss_gradients():
     prev = torch.cat([torch.full((2, 1), D.EOS), tgt[:, :-1]], 1)
     scored, targets = D.scored_positions(tgt)
     eps = 0.1
-    old_chunk = train.OutputCrossEntropy.CHUNK
-    train.OutputCrossEntropy.CHUNK = 3
+    old_chunk = OutputCrossEntropy.CHUNK
+    OutputCrossEntropy.CHUNK = 3
     try:
-        loss, nll = train.forward_loss(m, src, prev, scored, targets, 1, eps)
+        loss, nll = forward_loss(m, src, prev, scored, targets, 1, eps)
         (2.5 * loss).backward()
     finally:
-        train.OutputCrossEntropy.CHUNK = old_chunk
+        OutputCrossEntropy.CHUNK = old_chunk
     got = {n: p.grad.clone() for n, p in m.named_parameters() if p.grad is not None}
     m.zero_grad(set_to_none=True)
     lp = m(src, prev)
@@ -256,7 +260,7 @@ def test_loss_gradients():
            f"the fused loss's gradients == autograd's for all {len(want)} weights (chunks of 3 rows)",
            detail=f"worst relative difference {worst:.2e}; missing {set(want) - set(got)}")
     try:
-        _, nll = train.forward_loss(m, src, prev, scored, targets, 1, eps)
+        _, nll = forward_loss(m, src, prev, scored, targets, 1, eps)
         nll.backward()
         tap.ok(False, "backpropagating the nll is refused")
     except RuntimeError as e:
@@ -294,14 +298,14 @@ def test_source_gain(data):
     val = {lang: [np.asarray(x, np.int32) for x in sp.encode(text[lang][:n], out_type=int)] for lang in D.LANGS}
     bleu = train.load_bleu()[0]
     m = modeldir.load(model_dir).eval()
-    sets = train.multi30k_val_sets(val, text, n)
-    scores, nll = train.validate(m, sp, sets, bleu, batch=n)
+    sets = multi30k_val_sets(val, text, n)
+    scores, nll = validate(m, sp, sets, bleu, batch=n)
     tap.ok(scores["source_gain"] > 1.0, f"source gain {scores['source_gain']:.2f} nats > 1 for the shipped model")
     with torch.no_grad():
         for layer in m.decoder.layers:
             layer.encoder_attn.out_proj.weight.zero_()
             layer.encoder_attn.out_proj.bias.zero_()
-    blind, _ = train.validate(m, sp, sets, bleu, batch=n)
+    blind, _ = validate(m, sp, sets, bleu, batch=n)
     tap.ok(abs(blind["source_gain"]) < 1e-6, f"source gain {blind['source_gain']:.2g} for a source-blind model")
 
 
@@ -310,8 +314,8 @@ def test_amp_choice():
     clearly slower; one without needs a clear gain."""
     cases = [((0.99, True), "bf16"), ((7.4, True), "bf16"), ((0.7, True), "none"),
              ((1.1, False), "none"), ((1.2, False), "bf16"), ((0.04, False), "none")]
-    got = [(args, train.amp_choice(*args)) for args, _ in cases]
-    tap.ok(all(train.amp_choice(*args) == want for args, want in cases),
+    got = [(args, amp_choice(*args)) for args, _ in cases]
+    tap.ok(all(amp_choice(*args) == want for args, want in cases),
            "--amp auto: native bf16 keeps bf16 down to 0.8x measured (a busy machine's noise), "
            "without it bf16 only from 1.15x", detail=str(got))
 
@@ -350,7 +354,7 @@ def test_cooldown(tmp, common, main_state):
     rates = [float(m) for m in re.findall(r"\| lr ([0-9.e+-]+) \|", cool.stdout)]
     lr6 = train.lr_at(6, argparse.Namespace(lr=float(main_state["args"]["lr"]), warmup=main_state["args"]["warmup"]))
     want = [lr6, 0.75 * lr6, 0.5 * lr6, 0.25 * lr6]
-    c = train.load_state(os.path.join(tmp, "cool", "checkpoint.pt")) if cool.returncode == 0 else {}
+    c = load_state(os.path.join(tmp, "cool", "checkpoint.pt")) if cool.returncode == 0 else {}
     tap.ok(cool.returncode == 0 and c.get("step") == 10 and tuple(c.get("cooldown") or ()) == (6, 4)
            and len(rates) == 4 and all(abs(r - w) <= 0.006 * w for r, w in zip(rates, want))
            and "cooldown done after step 10" in cool.stdout,
@@ -361,7 +365,7 @@ def test_cooldown(tmp, common, main_state):
     part = run(["train", "--run", os.path.join(tmp, "cool2"), "--resume", main_ckpt, "--cooldown", "4",
                 "--max-steps", "8"] + common)
     rest = run(["train", "--run", os.path.join(tmp, "cool2"), "--resume"] + common)
-    d = train.load_state(os.path.join(tmp, "cool2", "checkpoint.pt")) if rest.returncode == 0 else {"model": {}}
+    d = load_state(os.path.join(tmp, "cool2", "checkpoint.pt")) if rest.returncode == 0 else {"model": {}}
     tap.ok(part.returncode == 0 and d.get("step") == 10 and bool(c)
            and all(torch.equal(c["model"][k], d["model"][k]) for k in c["model"]),
            "a cooldown stopped at step 8 and resumed (no --cooldown given) ends with the unbroken branch's weights",
@@ -409,21 +413,21 @@ def test_end_to_end():
                "3 steps, then --resume to step 6", detail=part.stderr[-1500:] + rest.stdout[-1500:] + rest.stderr[-1500:])
         tap.ok("--amp auto: bf16, as the run was checkpointed with" in rest.stdout,
                "a resume with --amp auto keeps the checkpoint's bf16", detail=rest.stdout[-1500:])
-        a = train.load_state(os.path.join(tmp, "whole", "checkpoint.pt"))
-        b = train.load_state(os.path.join(tmp, "part", "checkpoint.pt"))
+        a = load_state(os.path.join(tmp, "whole", "checkpoint.pt"))
+        b = load_state(os.path.join(tmp, "part", "checkpoint.pt"))
         same = a["step"] == b["step"] == 6 and all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
         tap.ok(same, "stopped + resumed ends with exactly the weights of an unbroken run",
                detail=f"steps {a['step']} {b['step']}")
         flaky = run(["train", "--run", os.path.join(tmp, "flaky"), "--max-steps", "6", "--amp", "bf16",
                      "--inject-failures", "3:2"] + common)
-        f = train.load_state(os.path.join(tmp, "flaky", "checkpoint.pt")) if flaky.returncode == 0 else {"model": {}}
+        f = load_state(os.path.join(tmp, "flaky", "checkpoint.pt")) if flaky.returncode == 0 else {"model": {}}
         tap.ok(flaky.returncode == 0 and f.get("step") == 6 and "trying the batch again (2 of 3)" in flaky.stdout
                and all(torch.equal(a["model"][k], f["model"][k]) for k in a["model"]),
                "a step whose kernels throw is tried again: the run ends with the weights of one that never failed",
                detail=flaky.stdout[-1200:] + flaky.stderr[-800:])
         stubborn = run(["train", "--run", os.path.join(tmp, "stubborn"), "--max-steps", "6", "--amp", "bf16",
                         "--inject-failures", "2:9", "--step-retries", "3"] + common)
-        st = train.load_state(os.path.join(tmp, "stubborn", "checkpoint.pt")) \
+        st = load_state(os.path.join(tmp, "stubborn", "checkpoint.pt")) \
             if os.path.exists(os.path.join(tmp, "stubborn", "checkpoint.pt")) else {}
         tap.ok(stubborn.returncode != 0 and "step 2 failed 4 times in a row" in stubborn.stdout and st.get("step") == 1,
                "a failure that repeats stops the run with a checkpoint of the last good step",
@@ -433,9 +437,9 @@ def test_end_to_end():
         tap.ok(snaps == ["step-00000004.pt", "step-00000005.pt", "step-00000006.pt"],
                "a snapshot at each checkpoint, the newest --keep-snapshots kept", detail=str(snaps))
         avg = run(["average", "--run", os.path.join(tmp, "whole"), "--last", "2"])
-        m = train.load_state(os.path.join(tmp, "whole", "average.pt")) if avg.returncode == 0 else {"model": {}}
-        s5 = train.load_state(os.path.join(tmp, "whole", "snapshots", "step-00000005.pt"))
-        s6 = train.load_state(os.path.join(tmp, "whole", "snapshots", "step-00000006.pt"))
+        m = load_state(os.path.join(tmp, "whole", "average.pt")) if avg.returncode == 0 else {"model": {}}
+        s5 = load_state(os.path.join(tmp, "whole", "snapshots", "step-00000005.pt"))
+        s6 = load_state(os.path.join(tmp, "whole", "snapshots", "step-00000006.pt"))
         good = bool(m["model"]) and all(torch.allclose(m["model"][k], (s5["model"][k] + s6["model"][k]) / 2, atol=1e-7)
                                         for k in s6["model"])
         moved = any(not torch.equal(s5["model"][k], s6["model"][k]) for k in s6["model"])
@@ -468,7 +472,7 @@ def test_end_to_end():
                       f"{again.stderr[-500:]}")
         src = json.load(open(os.path.join(out, "config.json")))["source"]
         more = run(["train", "--run", os.path.join(tmp, "more"), "--max-steps", "7", "--init-from", out] + common)
-        c = train.load_state(os.path.join(tmp, "more", "checkpoint.pt")) if more.returncode == 0 else {}
+        c = load_state(os.path.join(tmp, "more", "checkpoint.pt")) if more.returncode == 0 else {}
         tap.ok(src.get("step") == 6 and src.get("target_tokens", 0) == a["tokens"] > 0 and src.get("cpu_hours", 0) > 0
                and c.get("tokens", 0) > a["tokens"] and c.get("cpu_time", 0) >= src["cpu_hours"] * 3600,
                "the export carries step, CPU hours and target tokens, and a run continued from it keeps counting",
