@@ -50,10 +50,6 @@ from dmt.validation import build_val_sets, validate  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-
-
-
-
 def clock_time(budget):
     """'HH:MM' -> (hours, minutes); None for any other form of --time-budget."""
     if budget and len(budget) <= 5 and ":" in budget:
@@ -91,7 +87,7 @@ def load_bleu():
     return mod.corpus_bleu, "scripts/bleu.py"
 
 
-# -- model / checkpoint ---------------------------------------------------------
+# -- model and schedule ---------------------------------------------------------
 def model_config(args, sp):
     ids = D.lang_ids(sp)
     langs = [{"code": c, "name": D.LANG_NAMES[c], "token": f"__{c}__", "id": ids[c]} for c in D.LANGS]
@@ -117,39 +113,6 @@ def lr_at(step, args, rewarm_from=None, cooldown=None):
     if rewarm_from is not None and args.rewarm > 0:
         lr *= min(1.0, (step - rewarm_from) / args.rewarm)
     return lr
-
-
-
-
-
-
-# -- loss / decoding --------------------------------------------------------------
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 # -- subcommands ---------------------------------------------------------------------
@@ -579,10 +542,6 @@ def cmd_bench(args):
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)
-
-
-
-
 
 
 def cmd_average(args):
