@@ -59,8 +59,9 @@ def samples(perf_script):
 
 
 # Frames that stand for a PHASES name: the matrix-product entry points (dmt_matmul
-# tail-calls dmt_matmul_strided, so either may be on the chain) and the few-row kernel.
-ALIASES = {"dmt_matmul_strided": "dmt_matmul", "matmul_few_rows": "dmt_matmul"}
+# tail-calls dmt_matmul_strided, so either may be on the chain; attention's q, k, v
+# go through dmt_matmul_shared) and the few-row kernel.
+ALIASES = {"dmt_matmul_strided": "dmt_matmul", "dmt_matmul_shared": "dmt_matmul", "matmul_few_rows": "dmt_matmul"}
 MATRIX_KERNELS = ("matmul_few_rows", "panel_f32", "panel_bf16", "panel_i8", "gemm_i8_vnni", "gemm_i8_avxvnni",
                   "gemm_i8_generic", "dmt_gemm_i8_avx2", "dmt_gemm_pack_rows_i8")  # deepmt's own product kernels (ops.c, gemm.c, int8)
 

@@ -392,22 +392,8 @@ static void quantize_rows16(uint8_t *dst, float *scales, const float *x, int ldx
     }
 }
 
-__attribute__((noinline)) static void gemm_i8_vnni(float *y, int ldy, const float *x, int ldx, int n,
-                                                   const dmt_linear *lin, int threads) {
-    uint32_t xq[DMT_XBUF_BYTES / 4];
-    float xs[DMT_XBUF_ROWS];
-    int quads = dmt_quads_of(lin->in), chunk = (DMT_XBUF_BYTES / 4) / quads;
-    if (chunk > DMT_XBUF_ROWS) chunk = DMT_XBUF_ROWS;
-    if (chunk > MR) chunk -= chunk % MR;
-    for (int i0 = 0; i0 < n; i0 += chunk) {
-        int rows = n - i0 < chunk ? n - i0 : chunk;
-        quantize_rows16((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 1, 0);
-        product pr = {.y = y + (size_t)i0 * ldy, .x = xq, .xs = xs, .ldy = ldy, .ldx = quads, .n = rows, .lin = lin};
-        all_panels(panel_i8, &pr, threads);
-    }
-}
-
-/* gemm_i8_vnni for several weights over the same x: each chunk quantised once */
+/* The int8 products of several weights over the same x (one weight: gemm_i8_vnni),
+ * each chunk of x quantised once for all of them. */
 __attribute__((noinline)) static void gemm_i8_vnni_shared(float *const *y, const int *ldy, const float *x, int ldx,
                                                           int n, const dmt_linear *const *lins, int count,
                                                           int threads) {
@@ -425,6 +411,10 @@ __attribute__((noinline)) static void gemm_i8_vnni_shared(float *const *y, const
             all_panels(panel_i8, &pr, threads);
         }
     }
+}
+
+static void gemm_i8_vnni(float *y, int ldy, const float *x, int ldx, int n, const dmt_linear *lin, int threads) {
+    gemm_i8_vnni_shared(&y, &ldy, x, ldx, n, &lin, 1, threads);
 }
 
 /* ---- AMX ---------------------------------------------------------------------------- */
