@@ -58,7 +58,7 @@ static void gemm_i8_generic(float *y, int ldy, const float *x, int ldx, int n, c
     const float *ws = dmt_i8_scales(lin, P);
     for (int i0 = 0; i0 < n; i0 += chunk) {
         int rows = n - i0 < chunk ? n - i0 : chunk;
-        quantize_rows_generic((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 0, 0);
+        quantize_rows_generic((uint8_t *)xq, xs, x + (size_t)i0 * ldx, ldx, rows, lin->in, 0);
         for (int p = 0; p < panels; p++) {
             int j = p * P, cols = lin->out - j < P ? lin->out - j : P;
             const int8_t *panel = (const int8_t *)lin->packed + (size_t)p * P * quads * 4;
