@@ -20,27 +20,10 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
-from testutil import free_port, repo_path  # noqa: E402
+from testutil import free_port, model_with_decoding, repo_path, translate_lines  # noqa: E402
 
 SHOUTED = ["THE CHILDREN ARE PLAYING IN THE PARK.", "A DOG RUNS ON THE BEACH."]
 SENTENCE = ["The children are playing in the park.", "A dog runs on the beach."]
-
-
-def model_copy(src, tmp, name, all_caps):
-    d = os.path.join(tmp, name)
-    shutil.copytree(src, d)
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
-    cfg.setdefault("decoding", {})["all_caps"] = all_caps
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    return d
-
-
-def translate(binary, model, lines, *extra):
-    r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "-q", *extra], input="\n".join(lines) + "\n",
-                       capture_output=True, text=True, timeout=300)
-    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
 
 
 def main():
@@ -51,31 +34,31 @@ def main():
         return tap.done()
     tmp = tempfile.mkdtemp(prefix="deepmt-caps-")
     try:
-        lower = model_copy(base, tmp, "lower", "lower")
-        as_is = model_copy(base, tmp, "as_is", "as_is")
-        rc, normal, err = translate(binary, lower, SENTENCE)
+        lower = model_with_decoding(base, tmp, "lower", all_caps="lower")
+        as_is = model_with_decoding(base, tmp, "as_is", all_caps="as_is")
+        rc, normal, err = translate_lines(binary, lower, SENTENCE, split=True)
         want = [x.upper() for x in normal]
         for mode in ("whole", "continuous"):
-            rc2, got, err2 = translate(binary, lower, SHOUTED, "--batching", mode)
+            rc2, got, err2 = translate_lines(binary, lower, SHOUTED, "--batching", mode, split=True)
             tap.ok(rc == 0 and rc2 == 0 and got == want,
                    f"all_caps lower ({mode} batching): ALL-CAPS input = the sentence-case translation in capitals",
                    detail=f"{got} vs {want}\n{err}{err2}")
-        rc3, raw, err3 = translate(binary, as_is, SHOUTED)
+        rc3, raw, err3 = translate_lines(binary, as_is, SHOUTED, split=True)
         tap.ok(rc3 == 0 and raw != want, "all_caps as_is: the capitals reach the model unchanged (another output)",
                detail=f"{raw}\n{err3}")
-        rc4, mixed, _ = translate(binary, lower, ["THE CHILDREN are playing."])
-        rc5, mixed_raw, _ = translate(binary, as_is, ["THE CHILDREN are playing."])
+        rc4, mixed, _ = translate_lines(binary, lower, ["THE CHILDREN are playing."], split=True)
+        rc5, mixed_raw, _ = translate_lines(binary, as_is, ["THE CHILDREN are playing."], split=True)
         tap.ok(rc4 == 0 and mixed == mixed_raw, "a sentence with lower-case letters is not touched by the rule",
                detail=f"{mixed} vs {mixed_raw}")
 
         long_line = "A DOG RUNS ON THE BEACH AND A MAN WALKS WITH HIS CHILDREN. " * 8
         for mode in ("whole", "continuous"):
-            rc7, out7, err7 = translate(binary, lower, [long_line.strip()], "--batching", mode)
+            rc7, out7, err7 = translate_lines(binary, lower, [long_line.strip()], "--batching", mode, split=True)
             tap.ok(rc7 == 0 and out7[0] and out7[0] == out7[0].upper(),
                    f"a long ALL-CAPS line over the piece limit in capitals (not in sentence case) translates ({mode})",
                    detail=f"exit {rc7}: {err7[-300:]}")
-        bad = model_copy(base, tmp, "bad", "shout")
-        rc6, _, err6 = translate(binary, bad, ["x"])
+        bad = model_with_decoding(base, tmp, "bad", all_caps="shout")
+        rc6, _, err6 = translate_lines(binary, bad, ["x"], split=True)
         tap.ok(rc6 != 0 and "all_caps" in err6, "decoding.all_caps \"shout\" is refused at load, named", detail=err6)
 
         port = free_port()

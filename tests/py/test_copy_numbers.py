@@ -16,7 +16,6 @@ A vocabulary that merges digits (the captions model's: "▁19") is refused at lo
 when the rule is on, with a message that says how to make one that fits.
 Skips with a message when ../shared/data/general is absent.
 """
-import json
 import os
 import re
 import shutil
@@ -29,30 +28,10 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import repo_path  # noqa: E402
+from testutil import model_with_decoding, repo_path, translate_lines  # noqa: E402
 
 LINES = 40
 AGREEMENT_LINES = 4
-
-
-def model_copy(src, tmp, name, value):
-    d = os.path.join(tmp, name)
-    os.makedirs(d)
-    for f in ("model.safetensors", "sentencepiece.model", "shortlist.bin"):
-        if os.path.exists(os.path.join(src, f)):
-            os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(d, f))
-    with open(os.path.join(src, "config.json")) as f:
-        cfg = json.load(f)
-    cfg.setdefault("decoding", {})["copy_numbers"] = value
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    return d
-
-
-def translate(binary, model, lines, *extra):
-    r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "-q", "--no-split", *extra],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=600)
-    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
 
 
 def invented(src, hyp):
@@ -85,11 +64,11 @@ def main():
         src = [x.rstrip("\n") for x in f if re.search(r"\d", x)][:LINES]
     tmp = tempfile.mkdtemp(prefix="deepmt-numbers-")
     try:
-        on = model_copy(base, tmp, "on", True)
-        off = model_copy(base, tmp, "off", False)
+        on = model_with_decoding(base, tmp, "on", copy_numbers=True)
+        off = model_with_decoding(base, tmp, "off", copy_numbers=False)
         kept = {}
         for mode in ("whole", "continuous"):
-            rc, hyp, err = translate(binary, on, src, "--batching", mode)
+            rc, hyp, err = translate_lines(binary, on, src, "--batching", mode, timeout=600)
             bad = invented(src, hyp) + overused(src, hyp)
             tap.ok(rc == 0 and len(hyp) == len(src) and not bad,
                    f"{mode} batches: no output invents a run of digits or repeats one more than its source "
@@ -100,7 +79,8 @@ def main():
         # ("Die Zahl ist 12345678" from 1234567890123 before the rule knew max_len).
         long_numbers = ["The number is 1234567890123 and then 4455667788.", "Call 0049301234567 now."]
         for b in (6, 8, 12):
-            rc, hyp, err = translate(binary, on, long_numbers, "--max-len-a", "0", "--max-len-b", str(b))
+            rc, hyp, err = translate_lines(binary, on, long_numbers, "--max-len-a", "0", "--max-len-b", str(b),
+                                           timeout=600)
             bad = invented(long_numbers, hyp)
             tap.ok(rc == 0 and not bad, f"max length {b}: no number cut off ({len(bad)}/{len(long_numbers)})",
                    detail=err[-300:] + "\n".join(f"{x!r} -> {h!r}" for x, h in bad))
@@ -109,11 +89,11 @@ def main():
         musk = ['"Wir haben die Chance, unser erstes Quartal mit 100.000 Auslieferungen zu erreichen", schrieb '
                 'Musk in einer vom Branchenblog "Electrek" veröffentlichten E-Mail an Tesla-Mitarbeiter.']
         for precision in ("int8", "f32"):
-            rc, hyp, err = translate(binary, on, musk, "-t", "en", "--precision", precision)
+            rc, hyp, err = translate_lines(binary, on, musk, "-t", "en", "--precision", precision, timeout=600)
             tap.ok(rc == 0 and hyp[0] and not overused(musk, hyp) and not invented(musk, hyp),
                    f"{precision}: a number the source holds once is written at most once, and a translation comes back",
                    detail=f"{rc} {hyp!r} {err[-300:]}")
-        rc, hyp_off, err = translate(binary, off, src)
+        rc, hyp_off, err = translate_lines(binary, off, src, timeout=600)
         bad_off = invented(src, hyp_off)
         tap.ok(rc == 0 and len(bad_off) > 0, f"copy_numbers false: {len(bad_off)}/{len(src)} outputs invent digits",
                detail=err[-300:])
@@ -147,12 +127,12 @@ def main():
 
         captions = repo_path("models/captions")
         if os.path.isfile(os.path.join(captions, "model.safetensors")):
-            merged = model_copy(captions, tmp, "merged", True)
-            rc, _, err = translate(binary, merged, ["In 2012, 300 people came."])
+            merged = model_with_decoding(captions, tmp, "merged", copy_numbers=True)
+            rc, _, err = translate_lines(binary, merged, ["In 2012, 300 people came."], timeout=600)
             tap.ok(rc != 0 and "copy_numbers" in err and "split-digits" in err,
                    "a vocabulary that merges digits is refused with the rule on, saying how to fix it", detail=err)
-        bad = model_copy(base, tmp, "bad", 1)
-        rc, _, err = translate(binary, bad, ["Hello."])
+        bad = model_with_decoding(base, tmp, "bad", copy_numbers=1)
+        rc, _, err = translate_lines(binary, bad, ["Hello."], timeout=600)
         tap.ok(rc != 0 and "copy_numbers" in err, "decoding.copy_numbers 1 (not a boolean) is refused, named",
                detail=err)
     finally:

@@ -14,10 +14,8 @@ With pass_through false the same lines reach the model, which mangles some of th
 spans (so the rule is what keeps them). A value that is not a boolean is refused at
 load, naming the key.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 
@@ -25,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import repo_path  # noqa: E402
+from testutil import model_with_decoding, repo_path, translate_lines  # noqa: E402
 
 PLAIN = ["Please send the photos to me.", "You can find the schedule on our website.",
          "Tom wrote to me yesterday.", "Read this article before the meeting.",
@@ -41,26 +39,6 @@ def with_span(sentence, span, k):
     return " ".join(words)
 
 
-def model_copy(src, tmp, name, value):
-    d = os.path.join(tmp, name)
-    os.makedirs(d)
-    for f in ("model.safetensors", "sentencepiece.model", "shortlist.bin"):
-        if os.path.exists(os.path.join(src, f)):
-            os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(d, f))
-    with open(os.path.join(src, "config.json")) as f:
-        cfg = json.load(f)
-    cfg.setdefault("decoding", {})["pass_through"] = value
-    with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump(cfg, f)
-    return d
-
-
-def translate(binary, model, lines, *extra):
-    r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "-q", "--no-split", *extra],
-                       input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=300)
-    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
-
-
 def without(text, span):
     return " ".join(text.replace(span, " ").split())
 
@@ -73,13 +51,13 @@ def main():
         return tap.done()
     tmp = tempfile.mkdtemp(prefix="deepmt-pass-")
     try:
-        on = model_copy(base, tmp, "on", True)
-        off = model_copy(base, tmp, "off", False)
+        on = model_with_decoding(base, tmp, "on", pass_through=True)
+        off = model_with_decoding(base, tmp, "off", pass_through=False)
         lines = [with_span(s, x, 2 * i + 1) for i, (s, x) in enumerate(zip(PLAIN, SPANS))]
-        rc0, plain, err0 = translate(binary, on, PLAIN)
+        rc0, plain, err0 = translate_lines(binary, on, PLAIN)
         tap.ok(rc0 == 0 and all(plain), "the sentences without spans translate", detail=err0[-300:])
         for mode in ("whole", "continuous"):
-            rc, got, err = translate(binary, on, lines, "--batching", mode)
+            rc, got, err = translate_lines(binary, on, lines, "--batching", mode)
             kept = sum(g.count(x) == 1 for g, x in zip(got, SPANS))
             tap.ok(rc == 0 and kept == len(lines), f"{mode} batches: every URL, address and emoji comes out once, as it was "
                    f"({kept}/{len(lines)})", detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(lines, got)) + err[-300:])
@@ -87,10 +65,10 @@ def main():
             tap.ok(rc == 0 and same == len(lines), f"{mode} batches: the rest is the translation of the sentence "
                    f"without them ({same}/{len(lines)})",
                    detail="\n".join(f"{without(g, x)!r} vs {p!r}" for g, x, p in zip(got, SPANS, plain)))
-        rc, got, err = translate(binary, on, ["https://example.com/only", "  www.example.org.  "])
+        rc, got, err = translate_lines(binary, on, ["https://example.com/only", "  www.example.org.  "])
         tap.ok(rc == 0 and got == ["https://example.com/only", "  www.example.org.  "],
                "a line of nothing but a URL comes back as it is", detail=f"{got} {err[-300:]}")
-        rc, got_off, err = translate(binary, off, lines)
+        rc, got_off, err = translate_lines(binary, off, lines)
         mangled = sum(g.count(x) != 1 for g, x in zip(got_off, SPANS))
         tap.ok(rc == 0 and mangled >= 1, f"pass_through false: the model itself mangles {mangled}/{len(lines)} spans",
                detail="\n".join(got_off))
@@ -107,8 +85,8 @@ def main():
         finally:
             srv.stop()
 
-        bad = model_copy(base, tmp, "bad", "yes")
-        rc, _, err = translate(binary, bad, ["Hello."])
+        bad = model_with_decoding(base, tmp, "bad", pass_through="yes")
+        rc, _, err = translate_lines(binary, bad, ["Hello."])
         tap.ok(rc != 0 and "pass_through" in err, "decoding.pass_through \"yes\" is refused at load, named", detail=err)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

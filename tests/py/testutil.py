@@ -48,3 +48,33 @@ def serve_log(binary, args, wait_for=("; ready", "cannot", "error"), get=None):
             p.terminate()
         p.wait(timeout=30)
     return log, p.returncode, answer
+
+
+MODEL_FILES = ("model.safetensors", "sentencepiece.model", "shortlist.bin")
+
+
+def model_with_decoding(src, tmp, name, **decoding):
+    """A model directory tmp/name that links src's files and holds src's config.json
+    with the given decoding settings replaced (e.g. copy_numbers=False): one decoding
+    rule on and off with the same weights."""
+    d = os.path.join(tmp, name)
+    os.makedirs(d)
+    for f in MODEL_FILES:
+        if os.path.exists(os.path.join(src, f)):
+            os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(d, f))
+    with open(os.path.join(src, "config.json")) as f:
+        cfg = json.load(f)
+    cfg.setdefault("decoding", {}).update(decoding)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    return d
+
+
+def translate_lines(binary, model, lines, *extra, split=False, timeout=300):
+    """`binary translate -m model -t de -q` over lines, one a line (no sentence
+    splitting unless split); later -t in extra wins. -> (exit status, one output a
+    line, stderr)."""
+    args = [binary, "translate", "-m", model, "-t", "de", "-q"] + ([] if split else ["--no-split"])
+    r = subprocess.run(args + list(extra), input="\n".join(lines) + "\n", capture_output=True, text=True,
+                       timeout=timeout)
+    return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
