@@ -28,7 +28,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import model_with_decoding, repo_path, translate_lines  # noqa: E402
+from testutil import model_with_decoding, repo_path, shared_data, translate_lines  # noqa: E402
 
 LINES = 40
 AGREEMENT_LINES = 4
@@ -52,7 +52,7 @@ def kept_all(src, hyp):
 def main():
     binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
     base = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    general = os.path.join(repo_path(os.environ.get("DEEPMT_SHARED", os.path.join("..", "shared"))), "data", "general")
+    general = shared_data("general")
     path = os.path.join(general, "test", "flores101.devtest.en")
     if not os.path.isfile(path):
         tap.skip(f"no FLORES-101 devtest at {path} (set DEEPMT_SHARED)")

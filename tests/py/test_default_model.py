@@ -18,17 +18,15 @@ DEEPMT_SHARED (../shared). Skips with a message when the data is absent.
 """
 
 import gzip
-import importlib.util
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
-from testutil import repo_path  # noqa: E402
+from testutil import load_script, repo_path, shared_data  # noqa: E402
 
 LINES = 200
 # direction -> floor (BLEU on the first LINES lines, F32). Measured for the shipped
@@ -58,17 +56,14 @@ def translate(binary, model, lines, target, extra=(), env=None):
 def main():
     binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
     model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    data = os.path.join(repo_path(os.environ.get("DEEPMT_SHARED", os.path.join("..", "shared"))),
-                        "data", "multi30k")
+    data = shared_data("multi30k")
     if not os.path.exists(os.path.join(data, "test_2016_flickr.en.gz")):
         tap.skip(f"no Multi30k test data at {data} (set DEEPMT_SHARED)")
         return tap.done()
     if not os.access(binary, os.X_OK):
         tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
         return tap.done()
-    spec = importlib.util.spec_from_file_location("bleu", os.path.join(REPO, "scripts", "bleu.py"))
-    bleu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bleu)
+    bleu = load_script("bleu")
 
     text = {lang: read(data, lang) for lang in ("en", "de", "fr", "cs")}
     to_en, en_de = {}, None

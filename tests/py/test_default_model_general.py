@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 import bleu  # noqa: E402
 import tap  # noqa: E402
 from test_default_model import translate  # noqa: E402  (deepmt translate: rc, lines, stderr)
-from testutil import repo_path  # noqa: E402
+from testutil import repo_path, shared_data  # noqa: E402
 
 LINES = 150
 FLORES_LINES = 60
@@ -67,8 +67,7 @@ def tatoeba(general, s, t, n):
 def main():
     binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
     model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    general = os.path.join(repo_path(os.environ.get("DEEPMT_SHARED", os.path.join("..", "shared"))),
-                           "data", "general")
+    general = shared_data("general")
     if not os.path.isdir(os.path.join(general, "test")):
         tap.skip(f"no general-domain test sets at {general}/test (set DEEPMT_SHARED)")
         return tap.done()

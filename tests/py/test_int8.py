@@ -13,17 +13,15 @@ Environment: DEEPMT_BIN (build/deepmt), DEEPMT_MODEL (models/default),
 DEEPMT_SHARED (../shared). Skips with a message when the data is absent.
 """
 
-import importlib.util
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 
 import tap  # noqa: E402
 from test_default_model import LINES, read, translate  # noqa: E402  (first LINES test lines, deepmt translate)
-from testutil import repo_path  # noqa: E402
+from testutil import load_script, repo_path, shared_data  # noqa: E402
 
 # direction -> (BLEU floor, agreement floor), int8 on the first LINES lines. Measured
 # (models/default, the general-domain model after its GPU leg, step 30,771,
@@ -38,17 +36,14 @@ FLOORS = {"en-de": (29, 0.6), "de-en": (32, 0.6)}
 def main():
     binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
     model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    data = os.path.join(repo_path(os.environ.get("DEEPMT_SHARED", os.path.join("..", "shared"))),
-                        "data", "multi30k")
+    data = shared_data("multi30k")
     if not os.path.exists(os.path.join(data, "test_2016_flickr.en.gz")):
         tap.skip(f"no Multi30k test data at {data} (set DEEPMT_SHARED)")
         return tap.done()
     if not os.path.exists(os.path.join(model, "model.safetensors")):
         tap.skip(f"no weights in {model}")
         return tap.done()
-    spec = importlib.util.spec_from_file_location("bleu", os.path.join(REPO, "scripts", "bleu.py"))
-    bleu = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bleu)
+    bleu = load_script("bleu")
     for direction, (floor, agree_floor) in FLOORS.items():
         src, tgt = direction.split("-")
         source, refs = read(data, src), read(data, tgt)

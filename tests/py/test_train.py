@@ -97,7 +97,6 @@ def test_general_pairs():
     """Bilingual general-domain examples: both directions, temperature-balanced shares,
     the augmentation (case and pass-through spans), batches within max_tokens."""
     import random
-    rng = np.random.default_rng(0)
     texts, general = {}, {}
     sp = FakeSP()
     for (a, b), n in ((("en", "de"), 400), (("en", "fr"), 300), (("en", "cs"), 25)):

@@ -78,3 +78,18 @@ def translate_lines(binary, model, lines, *extra, split=False, timeout=300):
     r = subprocess.run(args + list(extra), input="\n".join(lines) + "\n", capture_output=True, text=True,
                        timeout=timeout)
     return r.returncode, r.stdout.split("\n")[:len(lines)], r.stderr
+
+
+def shared_data(*parts):
+    """A path under the shared data folder ($DEEPMT_SHARED/data, default ../shared/data
+    beside the repository), e.g. shared_data("general")."""
+    return os.path.join(repo_path(os.environ.get("DEEPMT_SHARED", os.path.join("..", "shared"))), "data", *parts)
+
+
+def load_script(name):
+    """A module from scripts/ (scripts/bleu.py: load_script("bleu"))."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "scripts", name + ".py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
