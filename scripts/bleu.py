@@ -27,6 +27,7 @@ import gzip
 import json
 import math
 import re
+import signal
 import sys
 from collections import Counter
 
@@ -330,4 +331,6 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    # `bleu.py HYP REF | head -1`: end quietly when the reader goes, as other filters do
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     sys.exit(main())

@@ -146,6 +146,15 @@ def check_cli_errors():
                            capture_output=True, text=True, timeout=60)
         tap.ok(p.returncode == 2 and "missing" in p.stderr and "Traceback" not in p.stderr,
                "bleu.py: missing file -> message and exit 2", f"rc {p.returncode}\n{p.stderr}")
+        with open(r, "a", encoding="utf-8") as f:
+            f.write("d e g\n")
+        # the reader is gone before bleu.py writes (`bleu.py ... | head -1`): no traceback
+        p = subprocess.Popen([sys.executable, BLEU_PY, h, r], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdout.close()
+        err = p.stderr.read().decode()
+        p.wait(timeout=60)
+        tap.ok("Traceback" not in err and p.returncode != 0, "bleu.py: a closed output pipe ends it without a traceback",
+               f"rc {p.returncode}\n{err}")
 
 
 def main():
