@@ -1,6 +1,7 @@
 """Small helpers shared by the Python tests (standard library only)."""
 
 import http.client
+import importlib.util
 import json
 import os
 import socket
@@ -88,7 +89,6 @@ def shared_data(*parts):
 
 def load_script(name):
     """A module from scripts/ (scripts/bleu.py: load_script("bleu"))."""
-    import importlib.util
     spec = importlib.util.spec_from_file_location(name, os.path.join(REPO, "scripts", name + ".py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
