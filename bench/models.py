@@ -23,13 +23,13 @@ import gzip
 import http.client
 import json
 import os
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving import Server, pct, post  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = os.path.join(REPO, "tests", "fixtures", "tiny-model")
@@ -39,58 +39,9 @@ def log(msg):
     print(f"[models {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def post(port, method, path, body, timeout=600, conn=None):
-    c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        c.request(method, path, data, {"Content-Type": "application/json"} if data else {})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        if not conn:
-            c.close()
-
-
-class Server:
-    def __init__(self, build, models):
-        self.port = free_port()
-        args = [x for name, d in models for x in ("-m", f"{name}={d}")]
-        self.proc = subprocess.Popen([os.path.join(build, "deepmt"), "serve", *args, "--port", str(self.port),
-                                      "--workers", "2", "--threads", "1", "--max-connections-per-ip", "0"],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        end = time.time() + 120
-        while time.time() < end:
-            try:
-                if post(self.port, "GET", "/ready", None, timeout=2)[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise SystemExit("models: the server did not become ready")
-
-    def rss_mib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return float("nan")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
+def models_args(models):
+    """[(name, dir)] -> the serve flags: -m NAME=DIR each, 2 workers x 1 thread."""
+    return [x for name, d in models for x in ("-m", f"{name}={d}")] + ["--workers", "2", "--threads", "1"]
 
 
 def drive(port, groups, seconds):
@@ -149,14 +100,14 @@ def bench(a):
                                       ("alone_b", models[1:], [("b", a.clients)]),
                                       ("together", models, [("a", a.clients), ("b", a.clients)])):
             log(f"{label}, round {r + 1}/{a.rounds}")
-            srv = Server(a.build, served)
+            srv = Server(a.build, models_args(served), "models")
             try:
                 drive(srv.port, groups, 2)  # warm-up: states made, pages touched
                 row[label] = drive(srv.port, groups, a.seconds)
                 row[label]["rss_mib"] = srv.rss_mib()
             finally:
                 srv.stop()
-        srv = Server(a.build, [("tiny", TINY)])
+        srv = Server(a.build, models_args([("tiny", TINY)]), "models")
         drive(srv.port, [("tiny", 2)], 1)
         row["overhead_rss_mib"] = srv.rss_mib()
         srv.stop()

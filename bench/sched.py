@@ -26,13 +26,14 @@ import gzip
 import http.client
 import json
 import os
-import signal
 import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serving import Server, metric, pct, post  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODES = ("continuous", "whole")
@@ -42,60 +43,8 @@ def log(msg):
     print(f"[sched {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Server:
-    def __init__(self, build, model, mode, extra=()):
-        self.port = free_port()
-        self.proc = subprocess.Popen([os.path.join(build, "deepmt"), "serve", "-m", model, "--port", str(self.port),
-                                      "--workers", "2", "--threads", "1", "--batching", mode,
-                                      # the workloads stand for many clients, all from 127.0.0.1
-                                      "--max-connections-per-ip", "0", *extra],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        end = time.time() + 120
-        while time.time() < end:
-            try:
-                if post(self.port, "GET", "/ready", None, timeout=2)[0] == 200:
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise SystemExit("sched: the server did not become ready")
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(120)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def post(port, method, path, body, timeout=3600, conn=None):
-    c = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        data = json.dumps(body).encode() if body is not None else None
-        c.request(method, path, data, {"Content-Type": "application/json"} if data else {})
-        r = c.getresponse()
-        return r.status, r.read()
-    finally:
-        if not conn:
-            c.close()
-
-
-def metric(port, name):
-    st, data = post(port, "GET", "/metrics", None, timeout=30)
-    for line in data.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] if xs else float("nan")
+def serve_args(model, mode):
+    return ["-m", model, "--workers", "2", "--threads", "1", "--batching", mode]
 
 
 def load(shared):
@@ -142,7 +91,7 @@ def clients(port, n_clients, per_client, pick, target="de", stop=None, statuses=
 
 def heavy_light(a, mode, heavy):
     heavy = heavy[:a.heavy_sentences]
-    srv = Server(a.build, a.model, mode)
+    srv = Server(a.build, serve_args(a.model, mode), "sched")
     try:
         light = "Two dogs are playing in the snow."
         idle = []
@@ -176,7 +125,7 @@ def heavy_light(a, mode, heavy):
 
 
 def mixed(a, mode, short, long_, n_clients, per_client):
-    srv = Server(a.build, a.model, mode)
+    srv = Server(a.build, serve_args(a.model, mode), "sched")
     try:
         def pick(c, k):
             i = c * per_client + k
@@ -189,7 +138,7 @@ def mixed(a, mode, short, long_, n_clients, per_client):
 
 
 def gone(a, mode, short):
-    srv = Server(a.build, a.model, mode)
+    srv = Server(a.build, serve_args(a.model, mode), "sched")
     try:
         body = json.dumps({"q": " ".join(short[:13]), "source": "en", "target": "de"}).encode()
         req = (b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
@@ -223,7 +172,7 @@ def gone(a, mode, short):
 
 
 def invariance(a, mode, short, n):
-    srv = Server(a.build, a.model, mode)
+    srv = Server(a.build, serve_args(a.model, mode), "sched")
     try:
         items = short[:n]
         loaded = [None] * len(items)
