@@ -282,9 +282,7 @@ def main():
     a = ap.parse_args()
     os.chdir(REPO)
     med, raw = bench(a)
-    print(markdown(med, a))
-    if a.json:
-        print(json.dumps({"medians": med, "rounds": raw}))
+    print(json.dumps({"medians": med, "rounds": raw}) if a.json else markdown(med, a))
 
 
 if __name__ == "__main__":
