@@ -4,6 +4,7 @@
   train.py spm    --data DIR --out runs/spm/spm            joint unigram vocabulary (8k)
   train.py train  --data DIR --spm runs/spm/spm.model --run runs/main --time-budget 2.5
   train.py average --run runs/main --last 5 [--validate]   (-> runs/main/average.pt)
+  train.py nll    CHECKPOINT... [--general-val-lines 400]  per-set NLL, to compare branches
   train.py export --run runs/main [--checkpoint best.pt] --out models/default
 
 See docs/training.md. This file is the command line and the training loop; its parts
@@ -45,7 +46,7 @@ from dmt.objective import to_device, train_step  # noqa: E402
 from dmt.precision import pick_amp, pick_device  # noqa: E402
 from dmt.runlog import fmt_dur, log  # noqa: E402
 from dmt.runstate import average_states, list_snapshots, load_state, save_atomic  # noqa: E402
-from dmt.validation import build_val_sets, validate  # noqa: E402
+from dmt.validation import build_val_sets, nll_per_set, validate  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -164,6 +165,9 @@ def cmd_train(args):
     init_step = 0
     if args.cooldown < 0:
         raise SystemExit(f"train: --cooldown {args.cooldown}: give a number of steps > 0")
+    if not 0 < args.multi30k_share <= 1 or (args.multi30k_share < 1 and not args.general):
+        raise SystemExit("train: --multi30k-share is a fraction in (0, 1], and below 1 only with --general "
+                         "(Multi30k alone is the whole run)")
     if args.cooldown and not args.resume:
         raise SystemExit("train: --cooldown continues a run with its optimizer: give --resume CHECKPOINT "
                          "(a run's checkpoint.pt) and a new --run for the branch")
@@ -224,6 +228,9 @@ def cmd_train(args):
         out = [(len(D.LANGS) - 1, b) for b in batcher.epoch()]
         if pairs is None:
             return out
+        # Multi30k is 4-way parallel: a whole epoch of it (12 directions) holds about as
+        # many target tokens as the general sample, so --multi30k-share keeps a part
+        out = D.keep_share(out, args.multi30k_share, batcher.rng)
         out += [(1, b) for b in pairs.epoch(ids)]
         order = batcher.rng.permutation(len(out))
         mix = dict(pairs.last_mix)
@@ -579,6 +586,35 @@ def cmd_average(args):
             + " ".join(f"{v[0]} {scores[v[0]]:.2f}" for v in sets))
 
 
+def cmd_nll(args):
+    """Per-set teacher-forced NLL of checkpoints on their run's validation data."""
+    import sentencepiece as spm
+    states = [(p, load_state(p)) for p in args.checkpoints]
+    a = states[0][1]["args"]
+    torch.set_num_threads(args.threads)
+    spm_path = args.spm or a["spm"]
+    sp = spm.SentencePieceProcessor(model_file=spm_path)
+    cache = os.path.join(os.path.dirname(os.path.abspath(spm_path)), "data")
+    general = a.get("general") if args.general_val_lines else None
+    sets = build_val_sets(sp, a["data"], cache, a["max_len"], args.val_lines, general, args.general_val_lines)
+    names = [v[0] for v in sets]
+    rows = []
+    for path, st in states:
+        model = Transformer(st["cfg"])
+        model.load_state_dict(st["model"])
+        per = nll_per_set(model, sp, sets, batch=args.batch, amp=st.get("amp"))
+        m30k = [per[n] for n in names if not n.startswith("g:")]
+        gen = [per[n] for n in names if n.startswith("g:")]
+        per["mean multi30k"] = sum(m30k) / len(m30k)
+        if gen:
+            per["mean general"] = sum(gen) / len(gen)
+        rows.append({"checkpoint": path, "step": st["step"], "nll": per})
+        log(f"{path} (step {st['step']}): " + " ".join(f"{k} {v:.4f}" for k, v in per.items()))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(rows, f, indent=1)
+
+
 def cmd_export(args):
     path = args.checkpoint or os.path.join(args.run, "best.pt")
     if not os.path.isfile(path) and args.run:
@@ -699,6 +735,8 @@ def main(argv=None):
                    help="also train on general-domain pairs (../shared/data/general): DIR/train/en-de.{en,de}.gz ...")
     p.add_argument("--general-examples", type=int, default=400000,
                    help="directed general examples sampled per epoch (one Multi30k epoch rides along)")
+    p.add_argument("--multi30k-share", type=float, default=1.0, metavar="F",
+                   help="with --general: the part of each Multi30k epoch kept (random batches; 1: all)")
     p.add_argument("--temperature", type=float, default=2.0,
                    help="direction sampling weight n^(1/T): 1 = as in the data, higher = flatter")
     p.add_argument("--case-share", type=float, default=0.05, help="extra re-cased pairs (UPPER/lower/Title)")
@@ -737,6 +775,16 @@ def main(argv=None):
     p.add_argument("--ffn-dim", type=int, default=1024)
     p.add_argument("--heads", type=int, default=4)
     p.set_defaults(fn=cmd_bench)
+
+    p = sub.add_parser("nll", help="per-set NLL of checkpoints on the run's validation data (compare branches)")
+    p.add_argument("checkpoints", nargs="+", help="checkpoints or snapshots of one run (its data and vocabulary)")
+    p.add_argument("--val-lines", type=int, default=1014, help="Multi30k val lines per direction")
+    p.add_argument("--general-val-lines", type=int, default=400, help="general dev lines per direction (0: none)")
+    p.add_argument("--spm", help="sentencepiece model (default: the one the run trained with)")
+    p.add_argument("--batch", type=int, default=50)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--out", help="also write the rows as JSON here")
+    p.set_defaults(fn=cmd_nll)
 
     p = sub.add_parser("average", help="average the weights of a run's newest snapshots")
     p.add_argument("--run", default="runs/main")

@@ -38,7 +38,7 @@ from dmt.model import Transformer, default_config  # noqa: E402
 from dmt.objective import OutputCrossEntropy, forward_loss  # noqa: E402
 from dmt.precision import amp_choice  # noqa: E402
 from dmt.runstate import load_state  # noqa: E402
-from dmt.validation import multi30k_val_sets, validate  # noqa: E402
+from dmt.validation import build_val_sets, multi30k_val_sets, validate  # noqa: E402
 
 IDS = {"en": 4, "de": 5, "fr": 6, "cs": 7}
 
@@ -130,6 +130,17 @@ def test_general_pairs():
     again = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=2000, case_share=0.1, span_share=0.1, seed=5)
     tap.ok([[(list(x), list(y), t) for x, y, t in bt] for bt in again.epoch(IDS)] ==
            [[(list(x), list(y), t) for x, y, t in bt] for bt in batches], "the same seed gives the same epoch")
+
+    items = list(range(40))
+    part = D.keep_share(items, 0.25, np.random.default_rng(2))
+    again = D.keep_share(items, 0.25, np.random.default_rng(2))
+    other = D.keep_share(items, 0.25, np.random.default_rng(3))
+    tap.ok(len(part) == 10 and part == sorted(set(part)) and set(part) <= set(items) and part == again
+           and part != other and part != items[:10],
+           "--multi30k-share: a seeded random quarter of the batches, in order, none twice", detail=str(part))
+    tap.ok(D.keep_share(items, 1.0, None) == items and D.keep_share(items, 0.001, np.random.default_rng(1)) != []
+           and D.keep_share([], 0.5, np.random.default_rng(1)) == [],
+           "--multi30k-share: 1 keeps everything, a tiny share keeps at least one batch")
 
     r = np.random.default_rng(1)
     pairs = [("The dog runs.", "Der Hund läuft."), ("Hello there", "Hallo")] * 50
@@ -336,6 +347,34 @@ def run(args, **kw):
                           capture_output=True, text=True, timeout=600, **kw)
 
 
+def test_nll(tmp, data, spm_path, run_dir):
+    """train.py nll: per-set NLL of two snapshots, each equal to what validate() gives
+    for that set alone."""
+    import sentencepiece as spm
+    snaps = [os.path.join(run_dir, "snapshots", f) for f in ("step-00000005.pt", "step-00000006.pt")]
+    out = os.path.join(tmp, "nll.json")
+    r = run(["nll", *snaps, "--val-lines", "12", "--general-val-lines", "0", "--threads", "1", "--out", out])
+    rows = json.load(open(out)) if r.returncode == 0 else []
+    names = ["en-de", "en-fr", "de-en", "cs-en"]
+    tap.ok(len(rows) == 2 and [x["step"] for x in rows] == [5, 6]
+           and all(set(names + ["mean multi30k"]) == set(x["nll"]) for x in rows) and "step 6" in r.stdout,
+           "train.py nll: a row per checkpoint with the NLL of every validation set", detail=r.stdout[-800:] + r.stderr[-800:])
+    if len(rows) != 2:
+        return
+    sp = spm.SentencePieceProcessor(model_file=spm_path)
+    cache = os.path.join(os.path.dirname(spm_path), "data")
+    sets = build_val_sets(sp, data, cache, 128, 12)
+    st = load_state(snaps[1])
+    model = Transformer(st["cfg"])
+    model.load_state_dict(st["model"])
+    alone = {v[0]: validate(model, sp, [v], lambda h, r: {"score": 0.0}, amp=st.get("amp"))[1] for v in sets}
+    got = rows[1]["nll"]
+    tap.ok(all(abs(got[n] - alone[n]) < 1e-4 for n in names)
+           and abs(got["mean multi30k"] - sum(alone.values()) / 4) < 1e-4 and rows[0]["nll"] != got,
+           "train.py nll: each set's NLL is validate()'s for that set alone; the snapshots differ",
+           detail=f"{got} vs {alone}")
+
+
 def test_cooldown(tmp, common, main_state):
     """--cooldown: a branch from a run's checkpoint whose rate falls linearly to 0, in its
     own folder; the main run's checkpoint stays as it was, and an interrupted branch
@@ -446,6 +485,11 @@ def test_end_to_end():
                and all(torch.equal(s6["model"][k], a["model"][k].float()) for k in a["model"]),
                "average --last 2: the element-wise mean of the two newest snapshots (the newest = the checkpoint)",
                detail=avg.stdout[-800:] + avg.stderr[-800:])
+        test_nll(tmp, data, spm, os.path.join(tmp, "whole"))
+        share = run(["train", "--run", os.path.join(tmp, "share"), "--max-steps", "1", "--multi30k-share", "0.5"]
+                    + common)
+        tap.ok(share.returncode != 0 and "--multi30k-share" in share.stderr and "--general" in share.stderr,
+               "--multi30k-share below 1 without --general is refused, saying why", detail=share.stderr[-500:])
         too_many = run(["average", "--run", os.path.join(tmp, "whole"), "--last", "4"])
         tap.ok(too_many.returncode != 0 and "3 snapshots" in too_many.stderr,
                "average --last beyond the snapshots kept is refused, saying how many there are",

@@ -444,6 +444,15 @@ class PairBatcher:
         return pad_parts(srcs), pad_parts(prevs), pad_parts(tgts)
 
 
+def keep_share(items, share, rng):
+    """A random `share` of `items` (at least one), in their order: the Multi30k
+    batches kept in an epoch (--multi30k-share)."""
+    if share >= 1 or not items:
+        return list(items)
+    keep = max(1, round(share * len(items)))
+    return [items[i] for i in sorted(rng.choice(len(items), keep, replace=False))]
+
+
 def check_mix(mix, min_share=0.08):
     """The direction mix of one epoch (PairBatcher.last_mix) -> list of problems: a
     direction with less than min_share of the target tokens is drowned by the others."""
