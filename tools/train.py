@@ -596,7 +596,12 @@ def cmd_nll(args):
     sp = spm.SentencePieceProcessor(model_file=spm_path)
     cache = os.path.join(os.path.dirname(os.path.abspath(spm_path)), "data")
     general = a.get("general") if args.general_val_lines else None
-    sets = build_val_sets(sp, a["data"], cache, a["max_len"], args.val_lines, general, args.general_val_lines)
+    directions = [tuple(d.split("-")) for d in args.multi30k_directions.split(",")]
+    if any(len(d) != 2 or d[0] == d[1] or not set(d) <= set(D.LANGS) for d in directions):
+        raise SystemExit(f"nll: --multi30k-directions {args.multi30k_directions}: give pairs like en-de,fr-de "
+                         f"of {', '.join(D.LANGS)}")
+    sets = build_val_sets(sp, a["data"], cache, a["max_len"], args.val_lines, general, args.general_val_lines,
+                          directions)
     names = [v[0] for v in sets]
     rows = []
     for path, st in states:
@@ -606,6 +611,9 @@ def cmd_nll(args):
         m30k = [per[n] for n in names if not n.startswith("g:")]
         gen = [per[n] for n in names if n.startswith("g:")]
         per["mean multi30k"] = sum(m30k) / len(m30k)
+        beside = [per[n] for n in names if not n.startswith("g:") and "en" not in n.split("-")]
+        if beside:
+            per["mean multi30k without en"] = sum(beside) / len(beside)
         if gen:
             per["mean general"] = sum(gen) / len(gen)
         rows.append({"checkpoint": path, "step": st["step"], "nll": per})
@@ -780,6 +788,8 @@ def main(argv=None):
     p.add_argument("checkpoints", nargs="+", help="checkpoints or snapshots of one run (its data and vocabulary)")
     p.add_argument("--val-lines", type=int, default=1014, help="Multi30k val lines per direction")
     p.add_argument("--general-val-lines", type=int, default=400, help="general dev lines per direction (0: none)")
+    p.add_argument("--multi30k-directions", default="en-de,en-fr,de-en,cs-en",
+                   help="Multi30k val directions (de-fr etc.: the pairs that only Multi30k teaches)")
     p.add_argument("--spm", help="sentencepiece model (default: the one the run trained with)")
     p.add_argument("--batch", type=int, default=50)
     p.add_argument("--threads", type=int, default=2)

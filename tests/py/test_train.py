@@ -361,6 +361,18 @@ def test_nll(tmp, data, spm_path, run_dir):
            "train.py nll: a row per checkpoint with the NLL of every validation set", detail=r.stdout[-800:] + r.stderr[-800:])
     if len(rows) != 2:
         return
+    out2 = os.path.join(tmp, "nll-de-fr.json")
+    r = run(["nll", snaps[1], "--val-lines", "12", "--general-val-lines", "0", "--threads", "1",
+             "--multi30k-directions", "de-fr,fr-cs,en-de", "--out", out2])
+    other = json.load(open(out2))[0]["nll"] if r.returncode == 0 else {}
+    tap.ok(set(other) == {"de-fr", "fr-cs", "en-de", "mean multi30k", "mean multi30k without en"}
+           and abs(other["en-de"] - rows[1]["nll"]["en-de"]) < 1e-6
+           and abs(other["mean multi30k without en"] - (other["de-fr"] + other["fr-cs"]) / 2) < 1e-9,
+           "train.py nll --multi30k-directions: the pairs asked for, and their mean without English",
+           detail=f"{other} {r.stderr[-500:]}")
+    bad = run(["nll", snaps[1], "--general-val-lines", "0", "--multi30k-directions", "de-de"])
+    tap.ok(bad.returncode != 0 and "--multi30k-directions de-de" in bad.stderr,
+           "train.py nll: a direction from a language to itself is refused, named", detail=bad.stderr[-300:])
     sp = spm.SentencePieceProcessor(model_file=spm_path)
     cache = os.path.join(os.path.dirname(spm_path), "data")
     sets = build_val_sets(sp, data, cache, 128, 12)

@@ -40,9 +40,9 @@ def greedy(model, src_rows, tag_id, max_a=1.2, max_b=10):
     return res
 
 
-def multi30k_val_sets(val, val_text, n):
+def multi30k_val_sets(val, val_text, n, directions=VAL_DIRECTIONS):
     """Validation sets [(name, src ids, tgt ids, tgt texts, tgt lang)] on Multi30k val."""
-    return [(f"{s}-{t}", val[s][:n], val[t][:n], val_text[t][:n], t) for s, t in VAL_DIRECTIONS]
+    return [(f"{s}-{t}", val[s][:n], val[t][:n], val_text[t][:n], t) for s, t in directions]
 
 
 def general_val_sets(sp, general_dir, n, max_len=128):
@@ -60,11 +60,12 @@ def general_val_sets(sp, general_dir, n, max_len=128):
 
 
 @torch.no_grad()
-def build_val_sets(sp, data, cache, max_len, val_lines, general=None, general_val_lines=0):
-    """The run's validation sets: Multi30k val in every direction, plus the general dev
-    sets' first lines in each general direction (with --general)."""
+def build_val_sets(sp, data, cache, max_len, val_lines, general=None, general_val_lines=0,
+                   directions=VAL_DIRECTIONS):
+    """The run's validation sets: Multi30k val in `directions`, plus the general dev
+    sets' lines in each general direction (with --general)."""
     val = D.encode_split(sp, data, "val", cache, max_len)
-    sets = multi30k_val_sets(val, D.read_split(data, "val"), val_lines)
+    sets = multi30k_val_sets(val, D.read_split(data, "val"), val_lines, directions)
     if general and general_val_lines:
         sets += general_val_sets(sp, general, general_val_lines, max_len)
     return sets
