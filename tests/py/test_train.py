@@ -370,6 +370,14 @@ def test_nll(tmp, data, spm_path, run_dir):
            and abs(other["mean multi30k without en"] - (other["de-fr"] + other["fr-cs"]) / 2) < 1e-9,
            "train.py nll --multi30k-directions: the pairs asked for, and their mean without English",
            detail=f"{other} {r.stderr[-500:]}")
+    junk = os.path.join(tmp, "junk.pt")
+    with open(snaps[1], "rb") as f, open(junk, "wb") as g:
+        g.write(f.read(3000))  # a checkpoint cut short
+    answers = [run(["nll", p, "--general-val-lines", "0"]) for p in (junk, os.path.join(tmp, "missing.pt"))]
+    tap.ok(all(x.returncode == 1 and "Traceback" not in x.stderr for x in answers)
+           and "not a training checkpoint" in answers[0].stderr and "cannot read" in answers[1].stderr,
+           "train.py: a truncated or missing checkpoint is named with the reason, no traceback",
+           detail=" | ".join(x.stderr[-300:] for x in answers))
     bad = run(["nll", snaps[1], "--general-val-lines", "0", "--multi30k-directions", "de-de"])
     tap.ok(bad.returncode != 0 and "--multi30k-directions de-de" in bad.stderr,
            "train.py nll: a direction from a language to itself is refused, named", detail=bad.stderr[-300:])

@@ -10,7 +10,15 @@ def load_state(path):
     """Our own training checkpoint (trusted: written by save_atomic). torch >= 2.6 loads
     weights only by default, which refuses the numpy RNG state kept here."""
     kw = {"weights_only": False} if "weights_only" in inspect.signature(torch.load).parameters else {}
-    return torch.load(path, map_location="cpu", **kw)
+    try:
+        state = torch.load(path, map_location="cpu", **kw)
+    except OSError as e:
+        raise SystemExit(f"{path}: cannot read: {e.strerror or e}")
+    except Exception as e:  # a truncated or foreign file: pickle, zip and torch all raise their own
+        raise SystemExit(f"{path}: not a training checkpoint ({type(e).__name__}: {str(e)[:200]})")
+    if not isinstance(state, dict) or "model" not in state or "step" not in state:
+        raise SystemExit(f"{path}: not a training checkpoint (no weights and step: written by tools/train.py?)")
+    return state
 
 
 def save_atomic(obj, path):
