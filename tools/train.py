@@ -742,7 +742,7 @@ def main(argv=None):
     p.add_argument("--general", metavar="DIR",
                    help="also train on general-domain pairs (../shared/data/general): DIR/train/en-de.{en,de}.gz ...")
     p.add_argument("--general-examples", type=int, default=400000,
-                   help="directed general examples sampled per epoch (one Multi30k epoch rides along)")
+                   help="directed general examples sampled per epoch (one Multi30k epoch, or --multi30k-share of one, rides along)")
     p.add_argument("--multi30k-share", type=float, default=1.0, metavar="F",
                    help="with --general: the part of each Multi30k epoch kept (random batches; 1: all)")
     p.add_argument("--temperature", type=float, default=2.0,
