@@ -71,6 +71,15 @@ def build_val_sets(sp, data, cache, max_len, val_lines, general=None, general_va
     return sets
 
 
+def teacher_forced(src_rows, tgt_rows, tag, dev):
+    """One batch for a teacher-forced loss: sources + </s>, decoder inputs </s> tag y,
+    and the positions to score with their targets (tag y </s>, the tag not scored)."""
+    src = D.pad([list(r) + [D.EOS] for r in src_rows])
+    prev = D.pad([[D.EOS, tag] + list(y) for y in tgt_rows])
+    scored, targets = D.scored_positions(D.pad([[tag] + list(y) + [D.EOS] for y in tgt_rows]))
+    return to_device(dev, src, prev, scored, targets)
+
+
 def validate(model, sp, sets, bleu_fn, batch=50, amp=None):
     """Greedy BLEU (against the raw target text) and teacher-forced NLL on each
     validation set (see multi30k_val_sets).
@@ -89,12 +98,7 @@ def validate(model, sp, sets, bleu_fn, batch=50, amp=None):
         n = len(src_rows)
         for a in range(0, n, batch):
             rows = src_rows[a:a + batch]
-            tg = tgt_rows[a:a + batch]
-            src = D.pad([list(r) + [D.EOS] for r in rows])
-            prev = D.pad([[D.EOS, ids[t]] + list(y) for y in tg])
-            tgt = D.pad([[ids[t]] + list(y) + [D.EOS] for y in tg])
-            scored, targets = D.scored_positions(tgt)
-            src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
+            src, prev, scored, targets = teacher_forced(rows, tgt_rows[a:a + batch], ids[t], dev)
             with amp_context(dev, amp):
                 _, nl = forward_loss(model, src, prev, scored, targets, 1, 0.0)
                 _, wrong = forward_loss(model, src.roll(1, 0), prev, scored, targets, 1, 0.0)
@@ -120,12 +124,7 @@ def nll_per_set(model, sp, sets, batch=50, amp=None):
     for name, src_rows, tgt_rows, _, t in sets:
         nll_sum, tok = 0.0, 0
         for a in range(0, len(src_rows), batch):
-            src = D.pad([list(r) + [D.EOS] for r in src_rows[a:a + batch]])
-            tg = tgt_rows[a:a + batch]
-            prev = D.pad([[D.EOS, ids[t]] + list(y) for y in tg])
-            tgt = D.pad([[ids[t]] + list(y) + [D.EOS] for y in tg])
-            scored, targets = D.scored_positions(tgt)
-            src, prev, scored, targets = to_device(dev, src, prev, scored, targets)
+            src, prev, scored, targets = teacher_forced(src_rows[a:a + batch], tgt_rows[a:a + batch], ids[t], dev)
             with amp_context(dev, amp):
                 _, nl = forward_loss(model, src, prev, scored, targets, 1, 0.0)
             nll_sum, tok = nll_sum + float(nl), tok + len(scored)
