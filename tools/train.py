@@ -30,6 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dmt.cpuinfo import cpu_has_bf16  # noqa: E402
+from dmt.memory import default_memory_ceiling, peak_rss_gib, release_freed_memory, rss_gib  # noqa: E402
 
 # Without native bf16 the products are fp32 through OpenBLAS, whose threads compete
 # with OpenMP's spinning ones: passive waiting measured 1.37x target tokens/s on an
@@ -303,6 +304,7 @@ def cmd_train(args):
     win_t0 = time.time()
     last_loss = last_nll = float("nan")
     failures = 0
+    releases = 0  # times freed memory went back to the kernel (--memory-ceiling)
     injected = {}
     for item in (args.inject_failures or "").split(","):
         if item:
@@ -418,6 +420,8 @@ def cmd_train(args):
                 f"({failures} of {args.step_retries})")
             continue
         failures = 0
+        if (rss_gib() or 0) > args.memory_ceiling and release_freed_memory():
+            releases += 1  # tools/dmt/memory.py: else the heap grows until the OOM killer comes
         tokens_seen += ntok
         win_loss, win_nll, win_tok = win_loss + loss.detach(), win_nll + nll.detach(), win_tok + ntok
         if step % args.log_every == 0:
@@ -426,8 +430,10 @@ def cmd_train(args):
             el = elapsed()
             eta = f" | eta {fmt_dur(end - t)}" if end else ""
             ep = epoch + bidx / len(batches)
+            rss, peak = rss_gib(), peak_rss_gib()
+            mem = f" | rss {rss:.1f} GiB (peak {peak:.1f}, {releases} releases)" if rss is not None and peak else ""
             log(f"step {step} | loss {win_loss / win_tok:.3f} | nll {win_nll / win_tok:.3f} | lr {lr:.2e} | "
-                f"tok/s {win_tok / (t - win_t0):.0f} | epoch {ep:.3f} | elapsed {fmt_dur(el)}{eta}")
+                f"tok/s {win_tok / (t - win_t0):.0f} | epoch {ep:.3f} | elapsed {fmt_dur(el)}{mem}{eta}")
             last_loss, last_nll = win_loss / win_tok, win_nll / win_tok
             win_loss = win_nll = torch.zeros((), device=dev)
             win_tok = 0
@@ -485,7 +491,7 @@ def bench_one(args):
     model.init_weights(torch.Generator().manual_seed(1))
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-8)
-    tok = padded = src_tok = src_padded = 0
+    tok = padded = src_tok = src_padded = releases = 0
     prof = None
     for i, (n_tgt, src, prev, tgt) in enumerate(batches):
         if i == args.warmup:
@@ -495,6 +501,8 @@ def bench_one(args):
             t0, c0 = time.perf_counter(), time.process_time()
         scored, targets = D.scored_positions(tgt)
         train_step(model, opt, 1e-4, (src, prev, scored, targets), n_tgt, len(scored), args, dev, args.amp)
+        if (rss_gib() or 0) > args.memory_ceiling and release_freed_memory():
+            releases += 1
         if i >= args.warmup:
             tok += len(scored)
             padded += tgt.numel()
@@ -506,6 +514,7 @@ def bench_one(args):
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.profile), file=sys.stderr)
     print(json.dumps({"amp": args.amp, "threads": args.threads, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
                       "max_tokens": args.max_tokens, "steps": args.steps, "target_tokens": tok,
+                      "memory_ceiling": args.memory_ceiling, "releases": releases, "peak_rss_gib": peak_rss_gib() or 0.0,
                       "tok_s": tok / wall, "tok_cpu_s": tok / cpu, "cpu_per_wall": cpu / wall,
                       "target_padding": 1 - tok / padded, "source_padding": 1 - src_tok / src_padded}), flush=True)
 
@@ -518,18 +527,21 @@ def cmd_bench(args):
     if args.one:
         return bench_one(args)
     rows = []
-    grid = [(a, t, m, b) for a in args.amps.split(",") for t in map(int, args.thread_list.split(","))
-            for m in map(int, args.max_tokens_list.split(",")) for b in args.blas_threads.split(",")]
+    grid = [(a, t, m, b, c) for a in args.amps.split(",") for t in map(int, args.thread_list.split(","))
+            for m in map(int, args.max_tokens_list.split(",")) for b in args.blas_threads.split(",")
+            for c in args.memory_ceilings.split(",")]
     log(f"{len(grid)} configurations, {args.warmup} + {args.steps} steps each, on "
         f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
-    print("| autocast | threads | OpenBLAS threads | batch (tokens) | target tok/s | tok per CPU-s | CPU/wall | target padding | source padding |")
-    print("|---|---|---|---|---|---|---|---|---|", flush=True)
-    for amp, threads, max_tokens, blas in grid:
+    print("| autocast | threads | OpenBLAS threads | batch (tokens) | memory ceiling (GiB) | target tok/s | tok per CPU-s "
+          "| CPU/wall | peak RSS (GiB) | target padding | source padding |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    for amp, threads, max_tokens, blas, ceiling in grid:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         if blas != "default":
             env["OPENBLAS_NUM_THREADS"] = blas
         cmd = [sys.executable, os.path.abspath(__file__), "bench", "--one", "--amp", amp, "--threads", str(threads),
                "--max-tokens", str(max_tokens), "--steps", str(args.steps), "--warmup", str(args.warmup),
+               "--memory-ceiling", ceiling,
                "--data", args.data, "--spm", args.spm, "--general-examples", str(args.general_examples)]
         for flag in ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads"):
             cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
@@ -541,7 +553,8 @@ def cmd_bench(args):
         row = json.loads(r.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"| {'bf16' if amp == 'bf16' else 'fp32'} | {threads} | {row['blas_threads']} | {max_tokens} | "
-              f"{row['tok_s']:,.0f} | {row['tok_cpu_s']:,.0f} | {row['cpu_per_wall']:.2f} | "
+              f"{ceiling} ({row['releases']} releases) | {row['tok_s']:,.0f} | {row['tok_cpu_s']:,.0f} | {row['cpu_per_wall']:.2f} | "
+              f"{row['peak_rss_gib']:.1f} | "
               f"{row['target_padding']:.1%} | {row['source_padding']:.1%} |", flush=True)
     best = max(rows, key=lambda r: r["tok_s"])
     log(f"fastest: autocast {best['amp']}, {best['threads']} threads, OpenBLAS threads {best['blas_threads']}, "
@@ -727,6 +740,10 @@ def main(argv=None):
     p.add_argument("--step-retries", type=int, default=3,
                    help="a step whose kernels throw is tried again up to this many times before the run stops")
     p.add_argument("--inject-failures", help=argparse.SUPPRESS)  # tests: STEP:TIMES,... throw at those steps
+    p.add_argument("--memory-ceiling", type=float, default=default_memory_ceiling(), metavar="GIB",
+                   help="after a step that leaves the process above GIB resident, hand memory malloc holds "
+                        "free back to the kernel (glibc malloc_trim; the heap otherwise grows with changing "
+                        "batch shapes); default 40%% of this machine's memory (%(default)s); 0: after every step")
     p.add_argument("--keep-snapshots", type=int, default=10,
                    help="weights kept at each checkpoint in RUN/snapshots, newest N (for `average`; 0: none)")
     p.add_argument("--val-every", type=float, default=35, help="minutes; 0: never")
@@ -774,6 +791,9 @@ def main(argv=None):
     p.add_argument("--amp", default="none", help="with --one: none or bf16")
     p.add_argument("--threads", type=int, default=2, help="with --one: PyTorch threads")
     p.add_argument("--max-tokens", type=int, default=6000, help="with --one: batch size")
+    p.add_argument("--memory-ceilings", default=str(default_memory_ceiling()),
+                   help="train's --memory-ceiling values to compare (GiB; 0: release after every step, inf: never)")
+    p.add_argument("--memory-ceiling", type=float, default=default_memory_ceiling(), help="with --one: GiB")
     p.add_argument("--max-len", type=int, default=128, help=argparse.SUPPRESS)
     p.add_argument("--label-smoothing", type=float, default=0.1, help=argparse.SUPPRESS)
     p.add_argument("--clip-norm", type=float, default=1.0, help=argparse.SUPPRESS)
