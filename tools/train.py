@@ -10,7 +10,8 @@
 See docs/training.md. This file is the command line and the training loop; its parts
 are in tools/dmt/: objective.py (the loss and one optimizer step), validation.py
 (greedy decoding and BLEU), precision.py (device, --amp), runstate.py (checkpoints,
-snapshots, their average), data.py (the data pipeline), runlog.py.
+snapshots, their average), data.py (the data pipeline), memory.py (resident memory,
+malloc_trim), runlog.py.
 The network is tools/dmt/model.py (DeepNorm Post-LN); the
 encoder reads `pieces </s>`, the decoder input is `</s> __tgt__ y` and the target
 `__tgt__ y </s>`, with the loss on the forced `__tgt__` masked out. Multi30k is
