@@ -432,7 +432,8 @@ def cmd_train(args):
             eta = f" | eta {fmt_dur(end - t)}" if end else ""
             ep = epoch + bidx / len(batches)
             rss, peak = rss_gib(), peak_rss_gib()
-            mem = f" | rss {rss:.1f} GiB (peak {peak:.1f}, {releases} releases)" if rss is not None and peak else ""
+            mem = (f" | rss {rss:.1f} GiB (peak {peak:.1f}, {releases} release{'' if releases == 1 else 's'})"
+                   if rss is not None and peak else "")
             log(f"step {step} | loss {win_loss / win_tok:.3f} | nll {win_nll / win_tok:.3f} | lr {lr:.2e} | "
                 f"tok/s {win_tok / (t - win_t0):.0f} | epoch {ep:.3f} | elapsed {fmt_dur(el)}{mem}{eta}")
             last_loss, last_nll = win_loss / win_tok, win_nll / win_tok
