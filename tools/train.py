@@ -745,7 +745,7 @@ def main(argv=None):
     p.add_argument("--memory-ceiling", type=float, default=default_memory_ceiling(), metavar="GIB",
                    help="after a step that leaves the process above GIB resident, hand memory malloc holds "
                         "free back to the kernel (glibc malloc_trim; the heap otherwise grows with changing "
-                        "batch shapes); default 40%% of this machine's memory (%(default)s); 0: after every step")
+                        "batch shapes); default 60%% of this machine's memory (%(default)s); 0: after every step")
     p.add_argument("--keep-snapshots", type=int, default=10,
                    help="weights kept at each checkpoint in RUN/snapshots, newest N (for `average`; 0: none)")
     p.add_argument("--val-every", type=float, default=35, help="minutes; 0: never")
