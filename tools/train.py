@@ -338,8 +338,11 @@ def cmd_train(args):
         for old in list_snapshots(args.run)[:-args.keep_snapshots]:
             os.remove(old)
 
+    validated_at = [None]  # the step of the newest validation: the run's end does not repeat it
+
     def run_validation(last_loss, last_nll):
         nonlocal best, val_cost
+        validated_at[0] = step
         t0 = time.time()
         scores, vnll = validate(model, sp, val_sets, bleu_fn, batch=args.val_batch, amp=amp)
         bl = [scores[v[0]] for v in val_sets]
@@ -453,7 +456,7 @@ def cmd_train(args):
     checkpoint(ckpt_path)
     snapshot()
     log(f"wrote {ckpt_path} (step {step})")
-    if args.val_every:
+    if args.val_every and validated_at[0] != step:
         run_validation(last_loss, last_nll)
         checkpoint(ckpt_path)
     log(f"done: {step} steps, {tokens_seen} target tokens, {fmt_dur(elapsed())} training, "

@@ -506,6 +506,12 @@ def test_end_to_end():
         tap.ok(re.search(r"step 6 \| .* \| rss \d+\.\d GiB \(peak \d+\.\d, 0 releases\)", whole.stdout) is not None,
                "the step log says the process's resident memory, its peak and the releases (none below the ceiling)",
                detail=whole.stdout[-600:])
+        valid = run(["train", "--run", os.path.join(tmp, "valid"), "--max-steps", "2", "--amp", "bf16"] + common
+                    + ["--val-every", "1e-9", "--val-lines", "8"])
+        tap.ok(valid.returncode == 0 and valid.stdout.count("valid step 1 ") == 1
+               and valid.stdout.count("valid step 2 ") == 1,
+               "a run that validated at its last step does not validate that step again at its end",
+               detail=valid.stdout[-1500:] + valid.stderr[-800:])
         trimmed = run(["train", "--run", os.path.join(tmp, "trimmed"), "--max-steps", "6", "--amp", "bf16",
                        "--memory-ceiling", "0"] + common)
         k = load_state(os.path.join(tmp, "trimmed", "checkpoint.pt")) if trimmed.returncode == 0 else {"model": {}}
