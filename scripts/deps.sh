@@ -15,7 +15,7 @@ pkgs="gcc g++ make pkg-config libopenblas-dev libjansson-dev libmicrohttpd-dev l
 case "$profile" in
   build) ;;
   test)  pkgs="$pkgs curl python3 python3-numpy python3-torch python3-sentencepiece clang libclang-rt-14-dev python3-yaml python3-protobuf nodejs npm chromium chromium-driver python3-selenium libsimde-dev" ;;
-  train) pkgs="$pkgs curl python3 python3-torch python3-numpy python3-sentencepiece python3-protobuf" ;;
+  train) pkgs="$pkgs curl python3 python3-torch python3-numpy python3-sentencepiece python3-protobuf libtcmalloc-minimal4" ;;
   *) echo "deps.sh: unknown profile '$profile' (build, test or train)" >&2; exit 2 ;;
 esac
 missing=""
