@@ -31,7 +31,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dmt.cpuinfo import cpu_has_bf16  # noqa: E402
-from dmt.memory import default_memory_ceiling, peak_rss_gib, release_freed_memory, rss_gib  # noqa: E402
+from dmt.memory import default_memory_ceiling, peak_rss_gib, release_above, rss_gib  # noqa: E402
 
 # Without native bf16 the products are fp32 through OpenBLAS, whose threads compete
 # with OpenMP's spinning ones: passive waiting measured 1.37x target tokens/s on an
@@ -424,7 +424,7 @@ def cmd_train(args):
                 f"({failures} of {args.step_retries})")
             continue
         failures = 0
-        if (rss_gib() or 0) > args.memory_ceiling and release_freed_memory():
+        if release_above(args.memory_ceiling):
             releases += 1  # tools/dmt/memory.py: else the heap grows until the OOM killer comes
         tokens_seen += ntok
         win_loss, win_nll, win_tok = win_loss + loss.detach(), win_nll + nll.detach(), win_tok + ntok
@@ -506,7 +506,7 @@ def bench_one(args):
             t0, c0 = time.perf_counter(), time.process_time()
         scored, targets = D.scored_positions(tgt)
         train_step(model, opt, 1e-4, (src, prev, scored, targets), n_tgt, len(scored), args, dev, args.amp)
-        if (rss_gib() or 0) > args.memory_ceiling and release_freed_memory():
+        if release_above(args.memory_ceiling):
             releases += 1
         if i >= args.warmup:
             tok += len(scored)

@@ -44,15 +44,26 @@ def release_freed_memory():
     return True
 
 
-def _status_kib(field):
+def _proc_kib(path, field):
+    """The kB figure of `field:` in a /proc file (None where it cannot be read)."""
     try:
-        with open("/proc/self/status") as f:
+        with open(path) as f:
             for line in f:
                 if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
     return None
+
+
+def release_above(ceiling_gib):
+    """After a training step: hand freed memory back if the process holds more than
+    ceiling_gib resident. True when it did."""
+    return (rss_gib() or 0) > ceiling_gib and release_freed_memory()
+
+
+def _status_kib(field):
+    return _proc_kib("/proc/self/status", field)
 
 
 def rss_gib():
@@ -69,14 +80,8 @@ def peak_rss_gib():
 
 def physical_memory_gib():
     """The machine's memory in GiB (None where /proc/meminfo cannot tell)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) / 2**20
-    except OSError:
-        pass
-    return None
+    kib = _proc_kib("/proc/meminfo", "MemTotal")
+    return None if kib is None else kib / 2**20
 
 
 def default_memory_ceiling():
