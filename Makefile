@@ -163,10 +163,6 @@ TRAIN_OUT    ?= $(RUN)/model
 TRAIN_BUDGET ?= 2.5
 TRAIN_ARGS   ?=
 SPM          ?= runs/spm16k/spm
-# tcmalloc for the training process: 1.5x glibc malloc's target tokens/s in the CPU run,
-# a third of its memory (docs/training.md, "Memory"); empty: glibc
-TRAIN_MALLOC ?= /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4
-TRAIN_PRELOAD = $(if $(wildcard $(TRAIN_MALLOC)),LD_PRELOAD=$(TRAIN_MALLOC))
 .PHONY: train train-continue train-bench
 # make train-bench   training speed on this CPU (tools/train.py bench): fp32 vs bf16
 #                    autocast, 1 and 2 threads, three batch sizes, on the run's batches
@@ -178,14 +174,14 @@ train: deps-train
 	@mkdir -p $(RUN)
 	test -f $(SPM).model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --general $(GENERAL) \
 	  --vocab-size 16000 --split-digits --max-sentences 2000000 --out $(SPM)
-	set -e; $(TRAIN_PRELOAD) nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(SPM).model \
+	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(SPM).model \
 	  --run $(RUN) --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --out $(TRAIN_OUT)
 	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)' and, if better, copy it over models/default"
 train-continue: deps-train
 	@mkdir -p $(RUN)
 	$(PYTHON) tools/train.py spm --derive-from $(MODEL)/sentencepiece.model --out $(RUN)/spm
-	set -e; $(TRAIN_PRELOAD) nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(RUN)/spm.model \
+	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(RUN)/spm.model \
 	  --init-from $(MODEL) --run $(RUN) --time-budget $(TRAIN_BUDGET) --max-tokens 24000 --multi30k-share 0.25 \
 	  $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --checkpoint $(RUN)/checkpoint.pt --out $(TRAIN_OUT)

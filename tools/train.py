@@ -10,8 +10,8 @@
 See docs/training.md. This file is the command line and the training loop; its parts
 are in tools/dmt/: objective.py (the loss and one optimizer step), validation.py
 (greedy decoding and BLEU), precision.py (device, --amp), runstate.py (checkpoints,
-snapshots, their average), data.py (the data pipeline), memory.py (resident memory,
-malloc_trim), runlog.py.
+snapshots, their average), data.py (the data pipeline), memory.py (the malloc, resident memory,
+handing freed memory back), runlog.py.
 The network is tools/dmt/model.py (DeepNorm Post-LN); the
 encoder reads `pieces </s>`, the decoder input is `</s> __tgt__ y` and the target
 `__tgt__ y </s>`, with the loss on the forced `__tgt__` masked out. Multi30k is
@@ -31,7 +31,29 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dmt.cpuinfo import cpu_has_bf16  # noqa: E402
-from dmt.memory import default_memory_ceiling, peak_rss_gib, release_above, rss_gib  # noqa: E402
+from dmt.memory import (ALLOCATOR_CHOICES, default_memory_ceiling, loaded_allocator, peak_rss_gib,  # noqa: E402
+                        release_above, rss_gib, use_allocator)
+
+
+def allocator_asked(argv):
+    """--allocator's value for the commands that train (train, bench), read before
+    argparse: the malloc has to be chosen before torch loads. None for the others."""
+    if not argv or argv[0] not in ("train", "bench"):
+        return None
+    choice = "auto"
+    for i, a in enumerate(argv):
+        if a == "--allocator" and i + 1 < len(argv):
+            choice = argv[i + 1]
+        elif a.startswith("--allocator="):
+            choice = a.split("=", 1)[1]
+    return choice
+
+
+# The training loop's malloc (tools/dmt/memory.py): tcmalloc where installed, as
+# LD_PRELOAD of this same command started again.
+ALLOCATOR_NOTE = None
+if __name__ == "__main__" and allocator_asked(sys.argv[1:]):
+    ALLOCATOR_NOTE = use_allocator(allocator_asked(sys.argv[1:]))
 
 # Without native bf16 the products are fp32 through OpenBLAS, whose threads compete
 # with OpenMP's spinning ones: passive waiting measured 1.37x target tokens/s on an
@@ -283,6 +305,7 @@ def cmd_train(args):
         f"h{cfg['heads']} vocab {cfg['vocab_size']}: {nparam / 1e6:.1f}M params; alpha enc "
         f"{cfg['encoder_alpha']:.3f} dec {cfg['decoder_alpha']:.3f}")
     log(f"args {vars(args)}")
+    log(f"allocator: {ALLOCATOR_NOTE or loaded_allocator()}")
     if end:
         left = end - time.time()
         log(f"time budget ends {dt.datetime.fromtimestamp(end, dt.timezone.utc):%Y-%m-%d %H:%M:%S} UTC, "
@@ -519,7 +542,8 @@ def bench_one(args):
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.profile), file=sys.stderr)
     print(json.dumps({"amp": args.amp, "threads": args.threads, "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
                       "max_tokens": args.max_tokens, "steps": args.steps, "target_tokens": tok,
-                      "memory_ceiling": args.memory_ceiling, "releases": releases, "peak_rss_gib": peak_rss_gib() or 0.0,
+                      "memory_ceiling": args.memory_ceiling, "releases": releases,
+                      "allocator": loaded_allocator(), "peak_rss_gib": peak_rss_gib() or 0.0,
                       "tok_s": tok / wall, "tok_cpu_s": tok / cpu, "cpu_per_wall": cpu / wall,
                       "target_padding": 1 - tok / padded, "source_padding": 1 - src_tok / src_padded}), flush=True)
 
@@ -532,21 +556,21 @@ def cmd_bench(args):
     if args.one:
         return bench_one(args)
     rows = []
-    grid = [(a, t, m, b, c) for a in args.amps.split(",") for t in map(int, args.thread_list.split(","))
+    grid = [(a, t, m, b, c, al) for a in args.amps.split(",") for t in map(int, args.thread_list.split(","))
             for m in map(int, args.max_tokens_list.split(",")) for b in args.blas_threads.split(",")
-            for c in args.memory_ceilings.split(",")]
+            for c in args.memory_ceilings.split(",") for al in args.allocators.split(",")]
     log(f"{len(grid)} configurations, {args.warmup} + {args.steps} steps each, on "
         f"{open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
-    print("| autocast | threads | OpenBLAS threads | batch (tokens) | memory ceiling (GiB) | target tok/s | tok per CPU-s "
-          "| CPU/wall | peak RSS (GiB) | target padding | source padding |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
-    for amp, threads, max_tokens, blas, ceiling in grid:
+    print("| autocast | threads | OpenBLAS threads | batch (tokens) | allocator | memory ceiling (GiB) | target tok/s "
+          "| tok per CPU-s | CPU/wall | peak RSS (GiB) | target padding | source padding |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|", flush=True)
+    for amp, threads, max_tokens, blas, ceiling, allocator in grid:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         if blas != "default":
             env["OPENBLAS_NUM_THREADS"] = blas
         cmd = [sys.executable, os.path.abspath(__file__), "bench", "--one", "--amp", amp, "--threads", str(threads),
                "--max-tokens", str(max_tokens), "--steps", str(args.steps), "--warmup", str(args.warmup),
-               "--memory-ceiling", ceiling,
+               "--memory-ceiling", ceiling, "--allocator", allocator,
                "--data", args.data, "--spm", args.spm, "--general-examples", str(args.general_examples)]
         for flag in ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads"):
             cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
@@ -558,12 +582,12 @@ def cmd_bench(args):
         row = json.loads(r.stdout.strip().splitlines()[-1])
         rows.append(row)
         print(f"| {'bf16' if amp == 'bf16' else 'fp32'} | {threads} | {row['blas_threads']} | {max_tokens} | "
-              f"{ceiling} ({row['releases']} releases) | {row['tok_s']:,.0f} | {row['tok_cpu_s']:,.0f} | {row['cpu_per_wall']:.2f} | "
+              f"{row['allocator']} | {ceiling} ({row['releases']} releases) | {row['tok_s']:,.0f} | {row['tok_cpu_s']:,.0f} | {row['cpu_per_wall']:.2f} | "
               f"{row['peak_rss_gib']:.1f} | "
               f"{row['target_padding']:.1%} | {row['source_padding']:.1%} |", flush=True)
     best = max(rows, key=lambda r: r["tok_s"])
     log(f"fastest: autocast {best['amp']}, {best['threads']} threads, OpenBLAS threads {best['blas_threads']}, "
-        f"{best['max_tokens']}-token batches: {best['tok_s']:,.0f} target tokens/s")
+        f"{best['allocator']} malloc, {best['max_tokens']}-token batches: {best['tok_s']:,.0f} target tokens/s")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(rows, f, indent=1)
@@ -747,8 +771,10 @@ def main(argv=None):
     p.add_argument("--inject-failures", help=argparse.SUPPRESS)  # tests: STEP:TIMES,... throw at those steps
     p.add_argument("--memory-ceiling", type=float, default=default_memory_ceiling(), metavar="GIB",
                    help="after a step that leaves the process above GIB resident, hand memory malloc holds "
-                        "free back to the kernel (glibc malloc_trim; the heap otherwise grows with changing "
-                        "batch shapes); default 60%% of this machine's memory (%(default)s); 0: after every step")
+                        "free back to the kernel (glibc: malloc_trim; the heap otherwise grows with changing "
+                        "batch shapes; tcmalloc: ReleaseFreeMemory); default 60%% of this machine's memory (%(default)s); 0: after every step")
+    p.add_argument("--allocator", default="auto", help=f"the malloc the run uses: {ALLOCATOR_CHOICES}; "
+                   "tcmalloc made 1.5x glibc's speed at a third of the memory (docs/training.md)")
     p.add_argument("--keep-snapshots", type=int, default=10,
                    help="weights kept at each checkpoint in RUN/snapshots, newest N (for `average`; 0: none)")
     p.add_argument("--val-every", type=float, default=35, help="minutes; 0: never")
@@ -796,6 +822,9 @@ def main(argv=None):
     p.add_argument("--amp", default="none", help="with --one: none or bf16")
     p.add_argument("--threads", type=int, default=2, help="with --one: PyTorch threads")
     p.add_argument("--max-tokens", type=int, default=6000, help="with --one: batch size")
+    p.add_argument("--allocators", default="auto", help="--allocator values to compare (auto,system: tcmalloc "
+                   "against glibc where tcmalloc is installed)")
+    p.add_argument("--allocator", default="auto", help="with --one: " + ALLOCATOR_CHOICES)
     p.add_argument("--memory-ceilings", default=str(default_memory_ceiling()),
                    help="train's --memory-ceiling values to compare (GiB; 0: release after every step, inf: never)")
     p.add_argument("--memory-ceiling", type=float, default=default_memory_ceiling(), help="with --one: GiB")

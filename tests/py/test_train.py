@@ -339,6 +339,7 @@ def main():
     test_loss_gradients()
     test_dropout()
     test_release_freed_memory()
+    test_allocator_choice()
     test_end_to_end()
     return tap.done()
 
@@ -371,13 +372,86 @@ print(json.dumps({"before": before, "after": rss_gib(), "released": released}))
 
 
 def test_release_freed_memory():
-    """tools/dmt/memory.py: what train.py calls after each step gives freed heap memory back."""
-    r = subprocess.run([sys.executable, "-c", FRAGMENTED_HEAP, os.path.join(REPO, "tools")],
-                       capture_output=True, text=True, timeout=60)
-    m = json.loads(r.stdout) if r.returncode == 0 else {}
-    tap.ok(m.get("released") is True and m["before"] - m["after"] > 0.3,
-           "release_freed_memory() hands 400 MiB of freed heap blocks back to the kernel (resident memory falls)",
-           detail=f"{m} {r.stderr[-800:]}")
+    """tools/dmt/memory.py: what train.py calls after each step gives freed heap memory back,
+    under glibc's malloc and under tcmalloc (MallocExtension_ReleaseFreeMemory)."""
+    for name, preload in (("glibc malloc", None), ("tcmalloc", TCMALLOC)):
+        if preload and not os.path.isfile(preload):
+            tap.skip(f"{preload} missing (scripts/deps.sh test installs libtcmalloc-minimal4)")
+            continue
+        env = dict(os.environ, LD_PRELOAD=preload) if preload else None
+        r = subprocess.run([sys.executable, "-c", FRAGMENTED_HEAP, os.path.join(REPO, "tools")],
+                           capture_output=True, text=True, timeout=60, env=env)
+        m = json.loads(r.stdout) if r.returncode == 0 else {}
+        tap.ok(m.get("released") is True and m["before"] - m["after"] > 0.3,
+               f"release_freed_memory() hands 400 MiB of freed heap blocks back to the kernel under {name} "
+               "(resident memory falls)", detail=f"{m} {r.stderr[-800:]}")
+
+
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+
+# use_allocator(CHOICE, TCMALLOC_PATH) in a process that prints the malloc it ends up on
+USE_ALLOCATOR = r"""
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+from dmt.memory import loaded_allocator, use_allocator
+note = use_allocator(sys.argv[2], tcmalloc=sys.argv[3])
+print(json.dumps({"note": note, "loaded": loaded_allocator(), "preload": os.environ.get("LD_PRELOAD", "")}))
+"""
+
+
+def use_allocator_in_child(choice, tcmalloc=TCMALLOC, preload=None):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if preload:
+        env["LD_PRELOAD"] = preload
+    try:
+        r = subprocess.run([sys.executable, "-c", USE_ALLOCATOR, os.path.join(REPO, "tools"), choice, tcmalloc],
+                           capture_output=True, text=True, timeout=60, env=env)
+    except subprocess.TimeoutExpired as e:  # a restart loop
+        r = subprocess.CompletedProcess(e.cmd, -1, "", f"timed out after {e.timeout} s")
+    out = json.loads(r.stdout) if r.returncode == 0 and r.stdout.strip() else {}
+    return r, out
+
+
+def test_allocator_choice():
+    """train.py --allocator: the process restarts itself under the malloc asked for,
+    before torch loads; a refused preload must not restart it forever."""
+    tmp = tempfile.mkdtemp(prefix="deepmt-alloc-")
+    try:
+        missing = os.path.join(tmp, "libtcmalloc_minimal.so.4")
+        r, out = use_allocator_in_child("auto", tcmalloc=missing)
+        tap.ok(out.get("loaded") == "glibc" and "missing" in out.get("note", "") and "deps.sh" in out["note"],
+               "--allocator auto without tcmalloc installed: glibc, and the log says what installing it gains",
+               detail=f"{out} {r.stderr[-500:]}")
+        r, _ = use_allocator_in_child("tcmalloc", tcmalloc=missing)
+        tap.ok(r.returncode != 0 and "libtcmalloc-minimal4" in r.stderr,
+               "--allocator tcmalloc without it installed: a clear error, not a silent fall-back",
+               detail=r.stderr[-500:])
+        not_a_library = os.path.join(tmp, "libfake_malloc.so")
+        with open(not_a_library, "w") as f:
+            f.write("not an ELF file\n")
+        r, out = use_allocator_in_child(not_a_library)
+        tap.ok(r.returncode == 0 and out.get("loaded") == "glibc" and "failed" in out.get("note", ""),
+               "a malloc library the loader refuses: one restart, then glibc and a note (no restart loop)",
+               detail=f"rc {r.returncode} {out} {r.stderr[-500:]}")
+        if not os.path.isfile(TCMALLOC):
+            tap.skip(f"{TCMALLOC} missing (scripts/deps.sh test installs libtcmalloc-minimal4): "
+                     "the restart under tcmalloc not run")
+            return
+        r, out = use_allocator_in_child("auto")
+        tap.ok(out.get("loaded") == "tcmalloc" and TCMALLOC in out.get("preload", ""),
+               "--allocator auto: the process restarts itself with tcmalloc preloaded",
+               detail=f"{out} {r.stderr[-500:]}")
+        r, out = use_allocator_in_child("auto", preload=TCMALLOC)
+        tap.ok(out.get("loaded") == "tcmalloc" and "preloaded by the caller" in out.get("note", ""),
+               "--allocator auto under a caller's LD_PRELOAD (make train): kept, no restart",
+               detail=f"{out} {r.stderr[-500:]}")
+        r, out = use_allocator_in_child("system", preload=TCMALLOC)
+        tap.ok(out.get("loaded") == "glibc" and TCMALLOC not in out.get("preload", "x" + TCMALLOC),
+               "--allocator system under an inherited tcmalloc preload (a bench's glibc row): "
+               "restarted without it", detail=f"{out} {r.stderr[-500:]}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run(args, **kw):
@@ -503,6 +577,9 @@ def test_end_to_end():
         whole = run(["train", "--run", os.path.join(tmp, "whole"), "--max-steps", "6", "--amp", "bf16",
                      "--ckpt-every", "0", "--keep-snapshots", "3"] + common)
         tap.ok(whole.returncode == 0, "6 training steps run", detail=whole.stdout[-1500:] + whole.stderr[-1500:])
+        want = "allocator: tcmalloc (" if os.path.isfile(TCMALLOC) else "allocator: glibc malloc: "
+        tap.ok(want in whole.stdout, f"train.py's log names the malloc it runs on ('{want}...')",
+               detail=whole.stdout[:3000])
         tap.ok(re.search(r"step 6 \| .* \| rss \d+\.\d GiB \(peak \d+\.\d, 0 releases\)", whole.stdout) is not None,
                "the step log says the process's resident memory, its peak and the releases (none below the ceiling)",
                detail=whole.stdout[-600:])

@@ -11,9 +11,21 @@ it only when the process holds more than a ceiling (train.py --memory-ceiling; b
 default 60% of the machine's memory). The ceiling must sit well above what a few steps
 re-grow to after a release (~11 GB at 24,000-token batches): at 9.4 GiB the run
 released every 3-4 steps and lost ~40% of its speed; at 14 GiB, every ~30 steps.
+
+tcmalloc avoids most of that: under Debian's libtcmalloc-minimal4 the run made 1.5x
+glibc's target tokens/s at a third of its memory (docs/training.md, "Memory"). A
+malloc must be in place before the process's first allocation, so use_allocator()
+starts train.py again with it in LD_PRELOAD, before torch loads.
 """
 import ctypes
 import ctypes.util
+import os
+import sys
+
+TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
+ALLOCATOR_CHOICES = "auto (tcmalloc where installed), tcmalloc, system (glibc), or a malloc library's path"
+# set for the one re-executed process: a preload the loader refused must not loop
+_TRIED = "DEEPMT_ALLOCATOR_TRIED"
 
 _libc = None
 
@@ -36,7 +48,10 @@ def _glibc():
 
 def release_freed_memory():
     """Give memory that malloc holds free back to the kernel. True where that was
-    possible (glibc), False elsewhere."""
+    possible (glibc, tcmalloc), False elsewhere."""
+    if loaded_allocator() == "tcmalloc":
+        ctypes.CDLL(None).MallocExtension_ReleaseFreeMemory()
+        return True
     lib = _glibc()
     if not lib:
         return False
@@ -89,3 +104,73 @@ def default_memory_ceiling():
     an evaluation or a server beside the run; 12 GiB where the total is unknown."""
     total = physical_memory_gib()
     return 12.0 if total is None else round(0.6 * total, 1)
+
+
+def _maps():
+    try:
+        with open("/proc/self/maps") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def loaded_allocator():
+    """The malloc this process runs on: 'tcmalloc', 'jemalloc' or 'glibc'."""
+    maps = _maps()
+    for name in ("tcmalloc", "jemalloc"):
+        if "/lib" + name in maps:
+            return name
+    return "glibc"
+
+
+def _library_loaded(path):
+    return os.path.realpath(path) in _maps()
+
+
+def _without(preload, path):
+    """LD_PRELOAD's entries (space- or colon-separated) without `path`."""
+    real = os.path.realpath(path)
+    keep = [e for e in preload.replace(":", " ").split() if os.path.realpath(e) != real]
+    return " ".join(keep)
+
+
+def _restart(env):
+    """Run this same command again, in place, under `env`."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    argv = getattr(sys, "orig_argv", None) or [sys.executable] + sys.argv
+    os.execve(sys.executable, argv, env)
+
+
+def use_allocator(choice, tcmalloc=TCMALLOC):
+    """Make this process run on the malloc `choice` asks for, restarting it (same
+    command) with LD_PRELOAD changed where needed. Call before anything large is
+    allocated (before torch loads). Returns a line for the run's log; raises SystemExit
+    where the asked-for library is missing."""
+    tried = os.environ.pop(_TRIED, None) is not None
+    preload = os.environ.get("LD_PRELOAD", "")
+    if choice == "system":
+        # a parent process (make train, a bench) may have preloaded one: take it out
+        for lib in (tcmalloc, *preload.replace(":", " ").split()):
+            if "malloc" in os.path.basename(lib) and _library_loaded(lib) and not tried:
+                _restart(dict(os.environ, LD_PRELOAD=_without(preload, lib), **{_TRIED: "1"}))
+        return f"{loaded_allocator()} malloc (--allocator system)"
+    if choice in ("auto", "tcmalloc"):
+        lib = tcmalloc
+        if loaded_allocator() != "glibc":
+            return f"{loaded_allocator()} (preloaded by the caller)"
+        if not os.path.isfile(lib):
+            if choice == "tcmalloc":
+                raise SystemExit(f"--allocator tcmalloc: {lib} is missing (scripts/deps.sh train installs "
+                                 "libtcmalloc-minimal4)")
+            return (f"glibc malloc: {lib} is missing, so the run is ~1.5x slower and holds ~3x the memory "
+                    "(scripts/deps.sh train installs libtcmalloc-minimal4)")
+    else:
+        lib = choice
+        if not os.path.isfile(lib):
+            raise SystemExit(f"--allocator {lib}: no such file ({ALLOCATOR_CHOICES})")
+    if _library_loaded(lib):
+        return f"{loaded_allocator()} ({lib})"
+    if tried:  # the loader said why on stderr
+        return f"{loaded_allocator()} malloc: preloading {lib} failed"
+    _restart(dict(os.environ, LD_PRELOAD=(preload + " " + lib).strip(), **{_TRIED: "1"}))
