@@ -142,6 +142,22 @@ def test_general_pairs():
            and D.keep_share([], 0.5, np.random.default_rng(1)) == [],
            "--multi30k-share: 1 keeps everything, a tiny share keeps at least one batch")
 
+    # the epoch the run trains on and the training bench times (dmt.data.epoch_batches)
+    m30k = D.Batcher(toy_corpus(n=60), max_tokens=40, seed=3)
+    whole = len(m30k.epoch())
+    pb = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=2000, seed=5)
+    pb.rng = m30k.rng
+    epoch = D.epoch_batches(m30k, pb, IDS, 0.25)
+    kinds = [n for n, _ in epoch]
+    n_m30k = sum(n == len(D.LANGS) - 1 for n in kinds)
+    # (an epoch's batch count varies a little with its shuffle)
+    tap.ok(abs(n_m30k - 0.25 * whole) <= 0.1 * 0.25 * whole and abs(kinds.count(1) - len(pb.epoch(IDS))) <= 10
+           and all(set(half) == {1, len(D.LANGS) - 1} for half in (kinds[:len(kinds) // 2], kinds[len(kinds) // 2:])),
+           "an epoch: a quarter of the Multi30k batches (--multi30k-share 0.25) and the general sample's, shuffled together",
+           detail=f"{n_m30k} of {whole} Multi30k batches, {kinds.count(1)} pair batches, {kinds[:20]}")
+    tap.ok(abs(sum(n > 1 for n, _ in D.epoch_batches(m30k, None, IDS, 0.25)) - whole) <= 0.1 * whole,
+           "without general data an epoch is all of Multi30k (the share applies only beside general data)")
+
     r = np.random.default_rng(1)
     pairs = [("The dog runs.", "Der Hund läuft."), ("Hello there", "Hallo")] * 50
     aug = D.augment(pairs, r, case_share=0.3, span_share=0.3)

@@ -453,6 +453,22 @@ def keep_share(items, share, rng):
     return [items[i] for i in sorted(rng.choice(len(items), keep, replace=False))]
 
 
+def epoch_batches(batcher, pairs, ids, multi30k_share=1.0):
+    """One training epoch: Multi30k's batches (3 targets a source), then -- with general
+    data (`pairs`, a PairBatcher) -- a `multi30k_share` of them beside the general
+    sample's pair batches, shuffled together. Items: (n_targets, batch). The run and the
+    training bench both draw from it, so the bench times the run's mix of batches."""
+    out = [(len(LANGS) - 1, b) for b in batcher.epoch()]
+    if pairs is None:
+        return out
+    # Multi30k is 4-way parallel: a whole epoch of it (12 directions) holds about as
+    # many target tokens as the general sample, so --multi30k-share keeps a part
+    out = keep_share(out, multi30k_share, batcher.rng)
+    out += [(1, b) for b in pairs.epoch(ids)]
+    order = batcher.rng.permutation(len(out))
+    return [out[i] for i in order]
+
+
 def check_mix(mix, min_share=0.08):
     """The direction mix of one epoch (PairBatcher.last_mix) -> list of problems: a
     direction with less than min_share of the target tokens is drowned by the others."""
