@@ -455,7 +455,8 @@ def test_allocator_choice():
                      "the restart under tcmalloc not run")
             return
         r, out = use_allocator_in_child("auto")
-        tap.ok(out.get("loaded") == "tcmalloc" and TCMALLOC in out.get("preload", ""),
+        tap.ok(out.get("loaded") == "tcmalloc" and TCMALLOC in out.get("preload", "")
+               and "preloaded by a restart" in out.get("note", ""),
                "--allocator auto: the process restarts itself with tcmalloc preloaded",
                detail=f"{out} {r.stderr[-500:]}")
         r, out = use_allocator_in_child("auto", preload=TCMALLOC)

@@ -157,7 +157,7 @@ def use_allocator(choice, tcmalloc=TCMALLOC):
         return f"{loaded_allocator()} malloc (--allocator system)"
     if choice in ("auto", "tcmalloc"):
         lib = tcmalloc
-        if loaded_allocator() != "glibc":
+        if loaded_allocator() != "glibc" and not tried:
             return f"{loaded_allocator()} (preloaded by the caller)"
         if not os.path.isfile(lib):
             if choice == "tcmalloc":
@@ -170,7 +170,7 @@ def use_allocator(choice, tcmalloc=TCMALLOC):
         if not os.path.isfile(lib):
             raise SystemExit(f"--allocator {lib}: no such file ({ALLOCATOR_CHOICES})")
     if _library_loaded(lib):
-        return f"{loaded_allocator()} ({lib})"
+        return f"{loaded_allocator()} ({lib}{', preloaded by a restart' if tried else ''})"
     if tried:  # the loader said why on stderr
         return f"{loaded_allocator()} malloc: preloading {lib} failed"
     _restart(dict(os.environ, LD_PRELOAD=(preload + " " + lib).strip(), **{_TRIED: "1"}))
