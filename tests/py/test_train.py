@@ -476,6 +476,19 @@ def run(args, **kw):
                           capture_output=True, text=True, timeout=600, **kw)
 
 
+def test_bench(data, spm_path):
+    """train.py bench: one row a configuration, here one under each malloc (the bench
+    itself runs under tcmalloc, so the glibc row's process must drop the preload)."""
+    r = run(["bench", "--data", data, "--spm", spm_path, "--encoder-layers", "1", "--decoder-layers", "1",
+             "--d-model", "32", "--heads", "2", "--ffn-dim", "64", "--amps", "none", "--thread-list", "1",
+             "--max-tokens-list", "300", "--steps", "2", "--warmup", "1", "--allocators", "auto,system"])
+    rows = [line.split("|")[5].strip() for line in r.stdout.splitlines() if line.startswith("| fp32 ")]
+    want = ["tcmalloc" if os.path.isfile(TCMALLOC) else "glibc", "glibc"]
+    tap.ok(r.returncode == 0 and rows == want and "fastest:" in r.stdout,
+           f"train.py bench --allocators auto,system: a row each, on {want[0]} and on glibc",
+           detail=r.stdout[-1500:] + r.stderr[-1500:])
+
+
 def test_nll(tmp, data, spm_path, run_dir):
     """train.py nll: per-set NLL of two snapshots, each equal to what validate() gives
     for that set alone."""
@@ -655,6 +668,7 @@ def test_end_to_end():
                "average --last 2: the element-wise mean of the two newest snapshots (the newest = the checkpoint)",
                detail=avg.stdout[-800:] + avg.stderr[-800:])
         test_nll(tmp, data, spm, os.path.join(tmp, "whole"))
+        test_bench(data, spm)
         share = run(["train", "--run", os.path.join(tmp, "share"), "--max-steps", "1", "--multi30k-share", "0.5"]
                     + common)
         tap.ok(share.returncode != 0 and "--multi30k-share" in share.stderr and "--general" in share.stderr,
