@@ -52,8 +52,8 @@ def allocator_asked(argv):
 # The training loop's malloc (tools/dmt/memory.py): tcmalloc where installed, as
 # LD_PRELOAD of this same command started again.
 ALLOCATOR_NOTE = None
-if __name__ == "__main__" and allocator_asked(sys.argv[1:]):
-    ALLOCATOR_NOTE = use_allocator(allocator_asked(sys.argv[1:]))
+if __name__ == "__main__" and (_allocator := allocator_asked(sys.argv[1:])):
+    ALLOCATOR_NOTE = use_allocator(_allocator)
 
 # Without native bf16 the products are fp32 through OpenBLAS, whose threads compete
 # with OpenMP's spinning ones: passive waiting measured 1.37x target tokens/s on an

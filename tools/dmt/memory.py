@@ -151,9 +151,10 @@ def use_allocator(choice, tcmalloc=TCMALLOC):
     preload = os.environ.get("LD_PRELOAD", "")
     if choice == "system":
         # a parent process (make train, a bench) may have preloaded one: take it out
-        for lib in (tcmalloc, *preload.replace(":", " ").split()):
-            if "malloc" in os.path.basename(lib) and _library_loaded(lib) and not tried:
-                _restart(dict(os.environ, LD_PRELOAD=_without(preload, lib), **{_TRIED: "1"}))
+        loaded = [lib for lib in (tcmalloc, *preload.replace(":", " ").split())
+                  if "malloc" in os.path.basename(lib) and _library_loaded(lib)]
+        if loaded and not tried:
+            _restart(dict(os.environ, LD_PRELOAD=_without(preload, loaded[0]), **{_TRIED: "1"}))
         return f"{loaded_allocator()} malloc (--allocator system)"
     if choice in ("auto", "tcmalloc"):
         lib = tcmalloc
