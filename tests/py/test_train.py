@@ -34,6 +34,7 @@ import torch.nn.functional as F  # noqa: E402
 import tap  # noqa: E402
 import train  # noqa: E402
 from dmt import data as D  # noqa: E402
+from dmt.memory import TCMALLOC  # noqa: E402
 from dmt.model import Transformer, default_config  # noqa: E402
 from dmt.objective import OutputCrossEntropy, forward_loss  # noqa: E402
 from dmt.precision import amp_choice  # noqa: E402
@@ -402,8 +403,6 @@ def test_release_freed_memory():
                f"release_freed_memory() hands 400 MiB of freed heap blocks back to the kernel under {name} "
                "(resident memory falls)", detail=f"{m} {r.stderr[-800:]}")
 
-
-TCMALLOC = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
 
 # use_allocator(CHOICE, TCMALLOC_PATH) in a process that prints the malloc it ends up on
 USE_ALLOCATOR = r"""
