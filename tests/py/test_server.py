@@ -10,6 +10,7 @@ keys, CORS, loading (/ready 503) and a failed load, and SIGTERM under load (in
 flight requests finish, exit 0). Works under the ASan build (slower timeouts).
 """
 
+import atexit
 import http.client
 import json
 import os
@@ -38,6 +39,8 @@ if not os.path.isabs(BIN):
 MODEL = os.environ.get("DEEPMT_TEST_MODEL") or os.path.join(REPO, "tests", "fixtures", "tiny-model")
 SLOW = 4 if "asan" in BIN or "tsan" in BIN else 1  # sanitizer builds run several times slower
 TMP = tempfile.mkdtemp(prefix="deepmt-test-server-")
+# every file that imports this one gets TMP, whether or not it runs a suite: remove it at exit
+atexit.register(shutil.rmtree, TMP, ignore_errors=True)
 
 TEXTS = {
     "en": ["A man in a red shirt is riding a bike.", "Two dogs play in the snow.",
