@@ -3,11 +3,13 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -31,6 +33,8 @@
 #define FILES_MAX_PARSE_QUEUE 64  /* uploads waiting for the parser thread; 429 beyond */
 #define FILES_PATH_MAX 448        /* the folder (255), "/", the id (32), ".", the name (127) */
 #define FILES_SWEEP_SECONDS 60    /* a shared folder is swept of expired results this often */
+#define PRIVATE_PREFIX "deepmt-files-"
+#define PRIVATE_LOCK ".owner.lock" /* held (flock) by the server whose private folder it is */
 
 /* what a stored file's name may hold (anything else becomes '_') */
 #define FILE_NAME_CHARS "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
@@ -46,6 +50,9 @@ typedef struct {
 struct dmt_files {
     char dir[256];
     int shared;                /* --files-dir: other replicas read (and sweep) the folder too */
+    int lock_fd;               /* private: PRIVATE_LOCK, flock()ed while this process lives */
+    int stale_dirs;            /* private folders of dead servers removed at start */
+    unsigned long long stale_bytes;
     time_t swept;              /* shared: when the folder was last swept of expired results */
     pthread_mutex_t mu;
     stored *items;             /* oldest first */
@@ -102,6 +109,49 @@ static void *parser_main(void *arg) {
     return NULL;
 }
 
+/* Removes every file in dir (not below it), counting their bytes into *bytes, then
+ * dir itself. */
+static int remove_folder(const char *dir, unsigned long long *bytes) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char path[600];
+        struct stat st;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (bytes && lstat(path, &st) == 0 && S_ISREG(st.st_mode)) *bytes += (unsigned long long)st.st_size;
+        unlink(path);
+    }
+    closedir(d);
+    return rmdir(dir);
+}
+
+/* A server killed outright (SIGKILL, the OOM killer, a power cut) cannot remove its
+ * private folder; under a restart policy such folders pile up, each holding up to
+ * FILES_MAX_BYTES of results. At start, every sibling folder whose owner's lock is
+ * free (flock() locks die with their process) is removed. Folders without the lock
+ * file, of other users, or whose lock is held are left alone. */
+static void sweep_dead_servers(dmt_files *fs, const char *tmp) {
+    DIR *d = opendir(tmp);
+    if (!d) return;
+    const char *own = fs->dir + strlen(tmp) + 1;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, PRIVATE_PREFIX, strlen(PRIVATE_PREFIX)) || !strcmp(e->d_name, own) ||
+            strlen(e->d_name) != strlen(own))
+            continue;
+        char dir[FILES_PATH_MAX], lock[FILES_PATH_MAX + 16];
+        snprintf(dir, sizeof dir, "%s/%s", tmp, e->d_name);
+        struct stat st;
+        if (lstat(dir, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid()) continue;
+        snprintf(lock, sizeof lock, "%s/" PRIVATE_LOCK, dir);
+        int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && remove_folder(dir, &fs->stale_bytes) == 0) fs->stale_dirs++;
+        close(fd);
+    }
+    closedir(d);
+}
+
 /* The folder: a private one under $TMPDIR, or dir (created when missing, kept). */
 static int make_dir(dmt_files *fs, const char *dir, char *err, size_t errlen) {
     if (dir && *dir) {
@@ -122,12 +172,31 @@ static int make_dir(dmt_files *fs, const char *dir, char *err, size_t errlen) {
         return 0;
     }
     const char *tmp = getenv("TMPDIR");
-    snprintf(fs->dir, sizeof fs->dir, "%s/deepmt-files-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(fs->dir)) {
-        snprintf(err, errlen, "cannot create a folder for translated files in %s: %s", tmp && *tmp ? tmp : "/tmp",
-                 strerror(errno));
+    tmp = tmp && *tmp ? tmp : "/tmp";
+    if (strlen(tmp) + 80 > sizeof fs->dir) {
+        snprintf(err, errlen, "TMPDIR is longer than %zu bytes", sizeof fs->dir - 80);
         return -1;
     }
+    snprintf(fs->dir, sizeof fs->dir, "%s/" PRIVATE_PREFIX "XXXXXX", tmp);
+    if (!mkdtemp(fs->dir)) {
+        snprintf(err, errlen, "cannot create a folder for translated files in %s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    /* the lock is taken before its name appears, so a sweeping neighbour never finds
+     * the folder of a live server unlocked */
+    char path[FILES_PATH_MAX], held[FILES_PATH_MAX];
+    snprintf(path, sizeof path, "%s/.owner.new", fs->dir);
+    snprintf(held, sizeof held, "%s/" PRIVATE_LOCK, fs->dir);
+    fs->lock_fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fs->lock_fd < 0 || flock(fs->lock_fd, LOCK_EX | LOCK_NB) || rename(path, held)) {
+        snprintf(err, errlen, "cannot lock the folder for translated files %s: %s", fs->dir, strerror(errno));
+        if (fs->lock_fd >= 0) close(fs->lock_fd);
+        fs->lock_fd = -1;
+        unlink(path);
+        rmdir(fs->dir);
+        return -1;
+    }
+    sweep_dead_servers(fs, tmp);
     return 0;
 }
 
@@ -135,6 +204,7 @@ dmt_files *dmt_files_new(const char *dir, size_t max_in_flight, char *err, size_
     xmlInitParser(); /* once, before HTTP threads use libxml2 */
     dmt_files *fs = calloc(1, sizeof *fs);
     if (fs) fs->items = calloc(FILES_MAX_STORED, sizeof *fs->items);
+    if (fs) fs->lock_fd = -1;
     if (!fs || !fs->items) {
         if (fs) free(fs);
         snprintf(err, errlen, "out of memory");
@@ -160,6 +230,10 @@ dmt_files *dmt_files_new(const char *dir, size_t max_in_flight, char *err, size_
 
 const char *dmt_files_dir(const dmt_files *fs) { return fs->dir; }
 int dmt_files_shared(const dmt_files *fs) { return fs->shared; }
+int dmt_files_stale_removed(const dmt_files *fs, unsigned long long *bytes) {
+    if (bytes) *bytes = fs->stale_bytes;
+    return fs->stale_dirs;
+}
 
 void dmt_files_stop_parsing(dmt_files *fs) {
     if (!fs || !fs->parser_started) return;
@@ -253,18 +327,9 @@ void dmt_files_free(dmt_files *fs) {
     pthread_mutex_lock(&fs->mu);
     while (fs->n) drop(fs, 0);
     pthread_mutex_unlock(&fs->mu);
-    /* anything else left (a write cut short) goes too */
-    DIR *d = opendir(fs->dir);
-    if (d) {
-        for (struct dirent *e; (e = readdir(d));) {
-            if (e->d_name[0] == '.') continue;
-            char path[600];
-            snprintf(path, sizeof path, "%s/%s", fs->dir, e->d_name);
-            unlink(path);
-        }
-        closedir(d);
-    }
-    rmdir(fs->dir);
+    /* anything else left (a write cut short) goes too, the lock last */
+    remove_folder(fs->dir, NULL);
+    if (fs->lock_fd >= 0) close(fs->lock_fd);
     pthread_mutex_destroy(&fs->mu);
     free(fs->items);
     free(fs);

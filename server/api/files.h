@@ -9,7 +9,9 @@
  * FILES_KEEP_SECONDS as the file ID.NAME (ID: 128 random bits) and answered as
  * {"translatedFileUrl": ".../download_file/ID/NAME"}.
  *
- * Where: a private temporary folder (removed at exit), or with --files-dir a folder
+ * Where: a private temporary folder (removed at exit; one left by a server killed
+ * outright is removed by the next server to start with the same $TMPDIR: each
+ * server holds a flock() on its folder's lock file while it lives), or with --files-dir a folder
  * that replicas share (a volume): then any replica answers a download, whichever
  * made the file, by finding ID.NAME there; results outlive the replica that made
  * them, and every replica sweeps the folder of expired ones. Quotas (per client,
@@ -36,6 +38,9 @@ dmt_files *dmt_files_new(const char *dir, size_t max_in_flight, char *err, size_
 void dmt_files_free(dmt_files *fs);
 const char *dmt_files_dir(const dmt_files *fs);
 int dmt_files_shared(const dmt_files *fs);
+/* How many private folders of servers that died without removing theirs (killed
+ * outright) dmt_files_new removed from $TMPDIR, and the bytes of results they held. */
+int dmt_files_stale_removed(const dmt_files *fs, unsigned long long *bytes);
 
 /* Reads a multipart upload (body of len bytes, conn for its headers): its fields
  * and the file's bytes, checked for size, name and type but not parsed (cheap, on

@@ -860,6 +860,11 @@ int dmt_http_start(dmt_server *srv, char *err, size_t errlen) {
                            cfg->files_dir[0] ? "make --files-dir writable" : "set TMPDIR to a writable folder");
         else if (dmt_files_shared(srv->files))
             dmt_server_log(cfg, "translated files in %s, shared with other replicas", dmt_files_dir(srv->files));
+        unsigned long long stale_bytes = 0;
+        int stale = srv->files ? dmt_files_stale_removed(srv->files, &stale_bytes) : 0;
+        if (stale)
+            dmt_server_log(cfg, "removed %d folder%s of translated files left by servers that were killed (%.1f MB)",
+                           stale, stale == 1 ? "" : "s", (double)stale_bytes / 1e6);
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC |
                      MHD_USE_ERROR_LOG | MHD_USE_TURBO;

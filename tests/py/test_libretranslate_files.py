@@ -5,7 +5,7 @@ order, same XML elements, same paragraphs, same subtitle numbers and timings)
 with the text translated, a paragraph split over formatting runs translated
 whole; malformed files, zip bombs, unsupported types and limits are refused
 with a clear error; results expire from a private temporary folder that is
-removed at shutdown. Tiny random model: translations are noise, structure is
+removed at shutdown (or, after a kill, by the next server to start). Tiny random model: translations are noise, structure is
 what is checked.
 """
 
@@ -404,13 +404,55 @@ def test_storage_and_keys():
         st, j = upload(p, "big.txt", b"x" * (100 << 10), api_key="k1")
         tap.ok(st == 413 and "too large" in ts.error_of(j), "a file over --max-body-bytes -> 413", f"{st} {j}")
         held = [d for d in os.listdir(tmp) if d.startswith("deepmt-files-")]
-        inside = os.listdir(os.path.join(tmp, held[0])) if held else []
+        inside = [f for f in os.listdir(os.path.join(tmp, held[0])) if f != ".owner.lock"] if held else []
         tap.ok(len(held) == 1 and len(inside) == 2, "results live in one private folder under $TMPDIR (two here)",
                f"{held} {inside}")
         rc = srv.stop()
         tap.ok(rc == 0 and os.listdir(tmp) == [], "shutdown removes the folder and every result",
                f"rc {rc}: {os.listdir(tmp)}")
     finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_killed_servers_folder():
+    """A server killed outright (SIGKILL, the OOM killer) cannot remove its private
+    folder; the next server to start with the same $TMPDIR removes it, results and
+    all, and leaves alone the folders of live servers and folders it cannot tell
+    are dead (no lock file)."""
+    tmp = tempfile.mkdtemp(prefix="deepmt-files-killed-")
+    servers = []
+    try:
+        def folders():
+            return sorted(d for d in os.listdir(tmp) if d.startswith("deepmt-files-"))
+
+        a = ts.Server(env={"TMPDIR": tmp})
+        servers.append(a)
+        st, j, got = roundtrip(a.port, "a.txt", b"Hello there.")
+        a.proc.kill()
+        a.proc.wait()
+        dead = folders()
+        tap.ok(st == 200 and len(dead) == 1 and len(os.listdir(os.path.join(tmp, dead[0]))) == 2,
+               "a killed server leaves its folder behind, with its result and its lock file", f"{st} {dead}")
+        unknown = os.path.join(tmp, "deepmt-files-Zz9Zz9")  # no lock file: not known to be dead
+        os.mkdir(unknown)
+        b = ts.Server(env={"TMPDIR": tmp})
+        servers.append(b)
+        now = folders()
+        tap.ok(dead[0] not in now and "deepmt-files-Zz9Zz9" in now and len(now) == 2,
+               "the next server removes it, keeps a folder without a lock file and has its own", f"{dead} -> {now}")
+        tap.ok("removed 1 folder of translated files left by servers that were killed" in b.stderr(),
+               "... and says so in its log", b.stderr()[-400:])
+        c = ts.Server(env={"TMPDIR": tmp})
+        servers.append(c)
+        st, j, got = roundtrip(b.port, "b.txt", b"Hello again.")
+        tap.ok(st == 200 and got and len(folders()) == 3 and "left by servers" not in c.stderr(),
+               "a third server leaves the live one's folder alone (its download still works)", f"{st} {folders()}")
+        rc_b, rc_c = b.stop(), c.stop()
+        tap.ok(rc_b == 0 and rc_c == 0 and folders() == ["deepmt-files-Zz9Zz9"],
+               "both stop and remove their own folders", f"{rc_b} {rc_c} {folders()}")
+    finally:
+        for srv in servers:
+            srv.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -489,7 +531,7 @@ def test_no_tmpdir():
 
 def main():
     return ts.run_suite([test_docx, test_odt, test_text_formats, test_refusals, test_document_budget, test_security_headers],
-                        after=[test_storage_and_keys, test_shared_folder, test_no_tmpdir, test_refused_documents_free_their_memory,
+                        after=[test_storage_and_keys, test_killed_servers_folder, test_shared_folder, test_no_tmpdir, test_refused_documents_free_their_memory,
                                test_key_before_parsing, test_results_not_evicted, test_in_flight_bound])
 
 
