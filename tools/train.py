@@ -678,14 +678,25 @@ def cmd_export(args):
         cfg["source"].pop(key, None)
         if state.get(key):
             cfg["source"][key] = list(state[key])
+    # the data mix the run ended with: the share of each Multi30k epoch beside the general data
+    cfg["source"].pop("multi30k_share", None)
+    run_args = state.get("args") or {}
+    if run_args.get("general"):
+        cfg["source"]["multi30k_share"] = run_args.get("multi30k_share", 1.0)
     # exporting over a shipped model directory (a new snapshot of models/default) keeps
     # what was chosen for it there: decoding options the recipe does not set
-    # (all_caps, alignment_layer, ...). Its precision_checks measured the old weights:
-    # they go, and the message says how to measure the new ones.
+    # (all_caps, alignment_layer, ...) and the hand-written history in source.notes
+    # (what a checkpoint cannot know, e.g. from which step a run's data mix changed).
+    # Its precision_checks measured the old weights: they go, and the message says how
+    # to measure the new ones.
     old_cfg_path = os.path.join(args.out, "config.json")
     if os.path.isfile(old_cfg_path):
         with open(old_cfg_path) as f:
             old_cfg = json.load(f)
+        notes = (old_cfg.get("source") or {}).get("notes")
+        if notes:
+            cfg["source"]["notes"] = notes
+            log(f"kept {args.out}'s source.notes")
         kept = {k: v for k, v in (old_cfg.get("decoding") or {}).items() if k not in (cfg.get("decoding") or {})}
         if kept and old_cfg.get("vocab_size") == cfg.get("vocab_size"):
             cfg["decoding"] = dict(cfg.get("decoding") or {}, **kept)

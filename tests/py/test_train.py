@@ -688,6 +688,11 @@ def test_end_to_end():
         tap.ok(ex.returncode == 0 and os.path.exists(os.path.join(out, "model.safetensors")),
                "export writes a model directory", detail=ex.stderr[-1500:])
         size = os.path.getsize(os.path.join(out, "sentencepiece.model"))
+        with open(os.path.join(out, "config.json")) as f:
+            noted = json.load(f)
+        noted["source"]["notes"] = ["a hand-written line of history"]
+        with open(os.path.join(out, "config.json"), "w") as f:
+            json.dump(noted, f)
         again = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint",
                      os.path.join(tmp, "whole", "checkpoint.pt"), "--out", out, "--spm",
                      os.path.join(out, "sentencepiece.model")])
@@ -696,6 +701,18 @@ def test_end_to_end():
                detail=f"{size} bytes before, {os.path.getsize(os.path.join(out, 'sentencepiece.model'))} after "
                       f"{again.stderr[-500:]}")
         src = json.load(open(os.path.join(out, "config.json")))["source"]
+        tap.ok(src.get("notes") == ["a hand-written line of history"] and "multi30k_share" not in src,
+               "an export over a model directory keeps its source.notes; a Multi30k-only run has no Multi30k share",
+               detail=f"{src}")
+        mixed = load_state(os.path.join(tmp, "whole", "checkpoint.pt"))
+        mixed["args"] = dict(mixed["args"], general="../general", multi30k_share=0.25)
+        torch.save(mixed, os.path.join(tmp, "mixed.pt"))
+        mixed_out = os.path.join(tmp, "mixed-model")
+        ex = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint", os.path.join(tmp, "mixed.pt"),
+                  "--out", mixed_out])
+        msrc = json.load(open(os.path.join(mixed_out, "config.json")))["source"] if ex.returncode == 0 else {}
+        tap.ok(msrc.get("multi30k_share") == 0.25 and "notes" not in msrc,
+               "a run with general data: the export records its Multi30k share", detail=f"{msrc} {ex.stderr[-500:]}")
         more = run(["train", "--run", os.path.join(tmp, "more"), "--max-steps", "7", "--init-from", out] + common)
         c = load_state(os.path.join(tmp, "more", "checkpoint.pt")) if more.returncode == 0 else {}
         tap.ok(src.get("step") == 6 and src.get("target_tokens", 0) == a["tokens"] > 0 and src.get("cpu_hours", 0) > 0
