@@ -9,6 +9,7 @@ As a library:
     corpus_bleu(hyps, refs)  -> {"score", "counts", "totals", "precisions", "bp",
                                  "sys_len", "ref_len", "signature", ...}
     corpus_chrf(hyps, refs)  -> {"score", "signature", "stats", ...}
+    segment_stats(hyps, refs) -> per-segment BLEU statistics; bleu_from_stats(sums)
 `refs` is either one reference stream (a list of strings, one per hypothesis) or a
 list of reference streams (multi-reference; None marks a missing reference).
 
@@ -161,6 +162,48 @@ def bleu_signature(nrefs=1):
     return f"nrefs:{nrefs}|case:mixed|eff:no|tok:13a|smooth:exp|version:{VERSION}"
 
 
+def _segment_stats(hyp, seg_refs, order=MAX_NGRAM_ORDER):
+    """(correct n-grams per order, total n-grams per order, hyp length, closest
+    reference length) of one segment against its defined references."""
+    ref_ngrams = None
+    ref_lens = []
+    for ref in seg_refs:
+        grams, length = _word_ngrams(tokenize_13a(ref.rstrip()), order)
+        ref_lens.append(length)
+        if ref_ngrams is None:
+            ref_ngrams = grams
+        else:
+            for gram, count in grams.items():
+                ref_ngrams[gram] = max(ref_ngrams[gram], count)
+    hyp_ngrams, hyp_len = _word_ngrams(tokenize_13a(hyp.rstrip()), order)
+    correct = [0] * order
+    total = [0] * order
+    for gram, count in hyp_ngrams.items():
+        n = len(gram) - 1
+        total[n] += count
+        if gram in ref_ngrams:
+            correct[n] += min(count, ref_ngrams[gram])
+    return correct, total, hyp_len, _closest_ref_len(hyp_len, ref_lens)
+
+
+def segment_stats(hyps, refs):
+    """BLEU's sufficient statistics of every segment, as rows of 2 * 4 + 2 integers
+    (correct 1-4, total 1-4, hyp length, reference length): their column sums give
+    the corpus score (bleu_from_stats), which is what resampling tests need."""
+    hyps, streams = _ref_streams(hyps, refs)
+    rows = []
+    for i, hyp in enumerate(hyps):
+        correct, total, hyp_len, ref_len = _segment_stats(hyp, _segment_refs(streams, i))
+        rows.append(correct + total + [hyp_len, ref_len])
+    return rows
+
+
+def bleu_from_stats(sums, order=MAX_NGRAM_ORDER):
+    """Corpus BLEU from summed segment_stats rows."""
+    return compute_bleu(list(sums[:order]), list(sums[order:2 * order]), sums[2 * order], sums[2 * order + 1],
+                        order)[0]
+
+
 def corpus_bleu(hyps, refs):
     """Corpus BLEU of hypotheses against one reference stream or a list of streams."""
     hyps, streams = _ref_streams(hyps, refs)
@@ -170,24 +213,12 @@ def corpus_bleu(hyps, refs):
     sys_len = ref_len = 0
     for i, hyp in enumerate(hyps):
         # references: every defined one, preprocessed like the hypothesis
-        ref_ngrams = None
-        ref_lens = []
-        for ref in _segment_refs(streams, i):
-            grams, length = _word_ngrams(tokenize_13a(ref.rstrip()), order)
-            ref_lens.append(length)
-            if ref_ngrams is None:
-                ref_ngrams = grams
-            else:
-                for gram, count in grams.items():
-                    ref_ngrams[gram] = max(ref_ngrams[gram], count)
-        hyp_ngrams, hyp_len = _word_ngrams(tokenize_13a(hyp.rstrip()), order)
+        seg_correct, seg_total, hyp_len, seg_ref_len = _segment_stats(hyp, _segment_refs(streams, i), order)
         sys_len += hyp_len
-        ref_len += _closest_ref_len(hyp_len, ref_lens)
-        for gram, count in hyp_ngrams.items():
-            n = len(gram) - 1
-            total[n] += count
-            if gram in ref_ngrams:
-                correct[n] += min(count, ref_ngrams[gram])
+        ref_len += seg_ref_len
+        for n in range(order):
+            correct[n] += seg_correct[n]
+            total[n] += seg_total[n]
     score, precisions, bp = compute_bleu(correct, total, sys_len, ref_len, order)
     nrefs = _nrefs(streams, len(hyps))
     return {
