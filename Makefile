@@ -127,7 +127,8 @@ clean:
 
 # ---- evaluation: serve $(MODEL) on a free local port, score every test set (Multi30k
 # test_2016/2017, FLORES-101, Tatoeba, newstest; BLEU/chrF2 as sacreBLEU) and the
-# robustness report, stop the server. EVAL_SPLIT=test_2016_flickr: that split only.
+# robustness report, stop the server. EVAL_SPLIT=test_2016_flickr: that split only;
+# EVAL_BASELINE=old/report.json: compared with an earlier report at the end.
 # Report and hypotheses in $(BUILD)/eval/. scripts/eval_default.sh; docs/evaluation.md.
 SHARED  ?= ../shared
 .PHONY: eval

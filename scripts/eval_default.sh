@@ -10,7 +10,9 @@
 # PYTHON (/usr/bin/python3), EVAL_OUT ($BUILD/eval), EVAL_SPLIT (all; or one Multi30k
 # split such as test_2016_flickr, without the robustness report), EVAL_SETS (all, or
 # e.g. tatoeba,flores101), EVAL_DIRECTIONS (all), EVAL_ROBUSTNESS_LIMIT (300 sentences
-# a direction), EVAL_READY_TIMEOUT (120 s). Extra arguments go to evaluate.py,
+# a direction), EVAL_READY_TIMEOUT (120 s), EVAL_BASELINE (unset; an earlier report.json:
+# the new one is compared with it by scripts/compare_reports.py, a bootstrap test per
+# direction with every test set). Extra arguments go to evaluate.py,
 # e.g. scripts/eval_default.sh --limit 100 --concurrency 8
 set -u
 cd "$(dirname "$0")/.."
@@ -24,6 +26,7 @@ EVAL_SETS=${EVAL_SETS:-all}
 EVAL_ROBUSTNESS_LIMIT=${EVAL_ROBUSTNESS_LIMIT:-300}
 EVAL_DIRECTIONS=${EVAL_DIRECTIONS:-all}
 EVAL_READY_TIMEOUT=${EVAL_READY_TIMEOUT:-120}
+EVAL_BASELINE=${EVAL_BASELINE:-}
 BIN=$BUILD/deepmt
 DATA=$SHARED/data/multi30k
 
@@ -32,6 +35,13 @@ die() { echo "eval: $*" >&2; exit 2; }
 [ -d "$MODEL" ] || die "no model directory at $MODEL (set MODEL=...)"
 [ -d "$DATA" ] || die "no Multi30k data at $DATA (set SHARED=...; see docs/evaluation.md)"
 mkdir -p "$EVAL_OUT" || die "cannot create $EVAL_OUT"
+if [ -n "$EVAL_BASELINE" ]; then
+    # checked before the run, not after it: the baseline's folder must outlive it
+    [ -f "$EVAL_BASELINE" ] || die "no baseline report at $EVAL_BASELINE (EVAL_BASELINE)"
+    [ "$(cd "$(dirname "$EVAL_BASELINE")" && pwd -P)" != "$(cd "$EVAL_OUT" && pwd -P)" ] ||
+        die "EVAL_BASELINE is in $EVAL_OUT, which this run overwrites: copy that folder first" \
+            "(cp -r $EVAL_OUT $EVAL_OUT-before) or set EVAL_OUT elsewhere"
+fi
 
 PORT=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])') \
     || die "cannot find a free port"
@@ -96,4 +106,13 @@ else
     rc=$?
 fi
 [ $rc = 0 ] && echo "eval: report in $EVAL_OUT/report.json" >&2
+if [ $rc = 0 ] && [ -n "$EVAL_BASELINE" ]; then
+    echo "eval: against $EVAL_BASELINE" >&2
+    if [ "$EVAL_SPLIT" = all ]; then
+        "$PYTHON" scripts/compare_reports.py "$EVAL_BASELINE" "$EVAL_OUT/report.json" --suite "$SHARED"
+    else
+        "$PYTHON" scripts/compare_reports.py "$EVAL_BASELINE" "$EVAL_OUT/report.json"
+    fi
+    rc=$?
+fi
 exit $rc
