@@ -36,11 +36,14 @@ def main():
     def evaluate(out, baseline=None):
         env = dict(os.environ, BUILD=os.path.dirname(binary), MODEL=model, SHARED=shared,
                    PYTHON=sys.executable, EVAL_OUT=out, EVAL_SETS="tatoeba", EVAL_DIRECTIONS="en-de",
-                   EVAL_ROBUSTNESS_LIMIT="3")
+                   EVAL_ROBUSTNESS_LIMIT="3",
+                   # F32 and one request at a time: int8 products can change a sentence's
+                   # translation with its batch mates (rarely), and two runs must agree here
+                   DEEPMT_PRECISION="f32")
         env.pop("EVAL_BASELINE", None)
         if baseline:
             env["EVAL_BASELINE"] = baseline
-        r = subprocess.run([SCRIPT, "--limit", "30", "--quiet"], env=env, capture_output=True, text=True,
+        r = subprocess.run([SCRIPT, "--limit", "30", "--quiet", "--concurrency", "1"], env=env, capture_output=True, text=True,
                            timeout=600)
         return r.returncode, r.stdout, r.stderr
 
