@@ -164,7 +164,8 @@ def bleu_signature(nrefs=1):
 
 def _segment_stats(hyp, seg_refs, order=MAX_NGRAM_ORDER):
     """(correct n-grams per order, total n-grams per order, hyp length, closest
-    reference length) of one segment against its defined references."""
+    reference length) of one segment against its defined references (every one,
+    preprocessed like the hypothesis)."""
     ref_ngrams = None
     ref_lens = []
     for ref in seg_refs:
@@ -212,7 +213,6 @@ def corpus_bleu(hyps, refs):
     total = [0] * order
     sys_len = ref_len = 0
     for i, hyp in enumerate(hyps):
-        # references: every defined one, preprocessed like the hypothesis
         seg_correct, seg_total, hyp_len, seg_ref_len = _segment_stats(hyp, _segment_refs(streams, i), order)
         sys_len += hyp_len
         ref_len += seg_ref_len

@@ -67,8 +67,8 @@ def hyp_candidates(row, report_path):
     return found
 
 
-def references(suite, test_set, direction, count):
-    sets = evaluate.suite_sets(os.path.join(suite, "data"))
+def references(sets, test_set, direction, count):
+    """The first `count` reference lines of a direction of evaluate.suite_sets' `sets`."""
     for d, _, ref_path in sets.get(test_set, []):
         if d == direction:
             if not os.path.isfile(ref_path):
@@ -129,6 +129,7 @@ def compare(args):
             notes.append(f"only in {name} (left out): " + ", ".join(f"{s} {d}".strip() for s, d in only))
     if not common:
         raise CompareError("the reports share no direction")
+    sets = evaluate.suite_sets(os.path.join(args.suite, "data")) if args.suite else {}
     rows = []
     for key in common:
         a, b = old[key], new[key]
@@ -137,7 +138,7 @@ def compare(args):
         row = {"set": key[0], "direction": key[1], "old": float(a["bleu"]), "new": float(b["bleu"])}
         row["change"] = row["new"] - row["old"]
         if args.suite and a.get("sentences") == b.get("sentences"):
-            refs = references(args.suite, key[0], key[1], int(b["sentences"]))
+            refs = references(sets, key[0], key[1], int(b["sentences"]))
             p, low, high = paired_bootstrap(checked_stats(a, args.old, refs), checked_stats(b, args.new, refs),
                                             args.bootstrap, args.seed)
             row.update(p=p, low=low, high=high)
