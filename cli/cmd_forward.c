@@ -3,7 +3,9 @@
  * Input JSON {"src": [[id, ...], ...], "prev": [[id, ...], ...]}: source rows
  * right-padded with pad_id (a row's length ends at its first pad), decoder-input
  * rows of equal length. Output JSON {"encoder_out": [B][S][d], "log_probs":
- * [B][T][vocab]}, the decoder run step by step with its KV cache. For checking a
+ * [B][T][vocab]}, the decoder run step by step with its KV cache. The encoder states
+ * of padding positions are written as 0: the engine does not compute them (nothing
+ * reads them, and a sentence's states must not depend on its batch mates' lengths). For checking a
  * converted checkpoint against its original framework, and for id-level scoring
  * of models that come without a tokenizer.
  */
@@ -47,11 +49,12 @@ static int read_rows(json_t *a, int pad, int32_t **flat, int *n, int *width, int
     return 0;
 }
 
-static void print_matrix(const float *x, int rows, int cols) {
+/* rows x cols of x, rows from `live` on written as zeros (padding) */
+static void print_matrix(const float *x, int rows, int live, int cols) {
     putchar('[');
     for (int r = 0; r < rows; r++) {
         printf("%s[", r ? "," : "");
-        for (int c = 0; c < cols; c++) printf("%s%.9g", c ? "," : "", x[(size_t)r * cols + c]);
+        for (int c = 0; c < cols; c++) printf("%s%.9g", c ? "," : "", r < live ? x[(size_t)r * cols + c] : 0.0f);
         putchar(']');
     }
     putchar(']');
@@ -108,7 +111,7 @@ int cmd_forward(int argc, char **argv) {
     printf("{\"encoder_out\":[");
     for (int i = 0; i < B; i++) {
         if (i) putchar(',');
-        print_matrix(dmt_encoder_out(s, i), S, m->cfg.d_model);
+        print_matrix(dmt_encoder_out(s, i), S, src_len[i], m->cfg.d_model);
     }
     printf("]");
     json_t *pj = json_object_get(in, "prev");
@@ -133,7 +136,7 @@ int cmd_forward(int argc, char **argv) {
         printf(",\"log_probs\":[");
         for (int b = 0; b < B; b++) {
             if (b) putchar(',');
-            print_matrix(all + (size_t)b * T * V, T, V);
+            print_matrix(all + (size_t)b * T * V, T, T, V);
         }
         printf("]");
     }

@@ -233,8 +233,10 @@ static void encoder_layer(dmt_state *s, const dmt_layer_weights *w) {
     scale(s->q.p, (long)rows * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int i = 0; i < s->n_src; i++) {
         size_t off = (size_t)i * S * d;
-        dmt_attention(s->attn.p + off, d, s->q.p + off, d, s->k.p + off, s->v.p + off, d, S, s->src_len[i], c->heads,
-                      d, -1, s->scores.p);
+        int len = s->src_len[i];
+        dmt_attention(s->attn.p + off, d, s->q.p + off, d, s->k.p + off, s->v.p + off, d, len, len, c->heads, d,
+                      -1, s->scores.p);
+        memset(s->attn.p + off + (size_t)len * d, 0, (size_t)(S - len) * d * sizeof(float));
     }
     dmt_matmul(s->tmp.p, s->attn.p, rows, &w->self_attn.out);
     residual(s, x, rows, s->m->encoder.alpha, &w->self_attn_norm);

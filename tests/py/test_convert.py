@@ -91,19 +91,19 @@ def forward(model_dir, src, prev):
 
 
 def compare(label, src, enc, lp, want_enc, want_lp, pad=1):
-    """Three checks: encoder non-padded, encoder padded positions, decoder log-probs."""
+    """Three checks: encoder non-padded, encoder padded positions (0), decoder log-probs; the largest error."""
     mask = np.array(src) != pad
     e_np = float(np.abs(enc - want_enc)[mask].max())
-    e_p = float(np.abs(enc - want_enc)[~mask].max()) if (~mask).any() else 0.0
+    e_p = float(np.abs(enc)[~mask].max()) if (~mask).any() else 0.0
     e_lp = float(np.abs(lp - want_lp).max())
-    tap.diag(f"{label}: max abs error encoder_out {e_np:.3g} (padded positions {e_p:.3g}), "
-             f"log_probs {e_lp:.3g}")
+    tap.diag(f"{label}: max abs error encoder_out {e_np:.3g}, log_probs {e_lp:.3g}; "
+             f"{int((~mask).sum())} padded positions")
     tap.ok(e_np <= TOL, f"{label}: encoder_out at non-padded positions within {TOL} (max abs error {e_np:.3g})")
-    tap.ok(e_p <= TOL, f"{label}: encoder_out at padded positions within {TOL} too (padded rows zeroed after "
-                       f"embedding, layers run on them, keys masked; max abs error {e_p:.3g})")
+    tap.ok(e_p == 0.0, f"{label}: encoder_out at padded positions written as 0 (the engine does not compute "
+                       f"them; largest |value| {e_p:.3g})")
     tap.ok(e_lp <= TOL, f"{label}: deepmt forward decoding step by step with the KV cache equals the "
                         f"teacher-forced log_probs within {TOL} (max abs error {e_lp:.3g})")
-    return max(e_np, e_p, e_lp)
+    return max(e_np, e_lp)
 
 
 def config_of(d):
@@ -188,7 +188,8 @@ def torchscale_checks():
             except RuntimeError as e:
                 tap.ok(False, "F16 conversion: deepmt forward runs", detail=str(e))
                 return
-            e1 = float(np.abs(enc - e_ref.double().numpy()).max())
+            real = np.array(g["src_tokens"]) != 1  # padding positions are written as 0, not computed
+            e1 = float(np.abs(enc - e_ref.double().numpy())[real].max())
             e2 = float(np.abs(lp - lp_ref.double().numpy()).max())
             e3 = float(np.abs(lp - np.array(g["decoder_log_probs"])).max())
             tap.ok(max(e1, e2) <= TOL, f"F16 conversion: deepmt forward equals the PyTorch reference on the same "
