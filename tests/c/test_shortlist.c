@@ -22,6 +22,7 @@
 
 #include "model/beam.h"
 #include "model/forward.h"
+#include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/shortlist.h"
 #include "tests/c/check.h"
@@ -344,7 +345,13 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
           "renormalised (tokens, scores within 1e-4)",
           "%d of %d agree, %d near-ties", agree, tried, near);
 
-    /* beam 4, n-best 2: every token a candidate; alone = batched (mixed languages) */
+    /* beam 4, n-best 2: every token a candidate; alone = batched (mixed languages), bit
+     * for bit: the batch scores the union of its sentences' candidates, and a column's
+     * products do not depend on which others are scored (test_gemm) nor a row's on its
+     * mates (test_beam). The generic level's F32 products are OpenBLAS's, whose rounding
+     * changes with the matrix shape: there scores within 1e-4, other words at near-ties. */
+    int exact = dmt_kernels_active()->panel_f32 != 0;
+    float tol = exact ? 0.0f : 1e-4f;
     dmt_beam_options o = dmt_beam_options_default(c);
     o.beam_size = 4;
     o.nbest = 2;
@@ -359,8 +366,8 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
                     outside += !(allow[v / 64] >> (v % 64) & 1);
                 }
         if (search(st, &b, i, 1, &o, &one)) { ran = 0; break; }
-        if (!same_nbest(&one, &all[i], 1e-4f)) {
-            if (near_tie(&one, &all[i])) ties++;
+        if (!same_nbest(&one, &all[i], tol)) {
+            if (!exact && near_tie(&one, &all[i])) ties++;
             else differ++;
         }
         dmt_nbest_clear(&one);
@@ -368,7 +375,10 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
     CHECK(ran && outside == 0, "beam 4: every token of every hypothesis is a candidate of its sentence",
           "%d tokens outside", outside);
     CHECK(ran && differ == 0,
-          "a sentence alone = the same sentence in a batch of 36 with other languages, with and without tables",
+          exact ? "a sentence alone = the same sentence in a batch of 36 with other languages, with and without "
+                  "tables (bit for bit)"
+                : "a sentence alone = the same sentence in a batch of 36 with other languages, with and without "
+                  "tables (OpenBLAS products: within 1e-4, near-ties aside)",
           "%d differ beyond near-ties (%d near-ties)", differ, ties);
 
     /* a beam session: sentences joining and leaving = each alone */
@@ -392,7 +402,7 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
         dmt_nbest nb;
         while (ran && dmt_beam_session_take(ses, &tag, &nb)) {
             finished++;
-            bad += !same_nbest(&nb, &all[tag], 1e-4f) && !near_tie(&nb, &all[tag]);
+            bad += !same_nbest(&nb, &all[tag], tol) && !(!exact && near_tie(&nb, &all[tag]));
             dmt_nbest_clear(&nb);
         }
         steps++;
