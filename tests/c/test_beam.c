@@ -19,6 +19,7 @@
 
 #include "model/beam.h"
 #include "model/forward.h"
+#include "model/gemm.h"
 #include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/translate.h"
@@ -315,7 +316,7 @@ static void fan_out_test(const dmt_model *m, dmt_state *s) {
 static void single_vs_batch_test(const dmt_model *m, dmt_state *s) {
     enum { BATCHES = 8, B = 32 };
     const char *prec = dmt_precision_name(m->precision);
-    int exact = !(m->precision == DMT_PRECISION_F32 && dmt_kernels_active()->panel_f32 == 0);
+    int exact = dmt_gemm_layout(dmt_kernels_active(), m->precision) != DMT_LAYOUT_ROWS; /* not OpenBLAS's */
     dmt_beam_options o = dmt_beam_options_default(&m->cfg);
     o.beam_size = 4;
     o.nbest = 2;

@@ -22,6 +22,7 @@
 
 #include "model/beam.h"
 #include "model/forward.h"
+#include "model/gemm.h"
 #include "model/kernels/kernels.h"
 #include "model/model.h"
 #include "model/shortlist.h"
@@ -350,7 +351,7 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
      * products do not depend on which others are scored (test_gemm) nor a row's on its
      * mates (test_beam). The generic level's F32 products are OpenBLAS's, whose rounding
      * changes with the matrix shape: there scores within 1e-4, other words at near-ties. */
-    int exact = dmt_kernels_active()->panel_f32 != 0;
+    int exact = dmt_gemm_layout(dmt_kernels_active(), m->precision) != DMT_LAYOUT_ROWS; /* not OpenBLAS's */
     float tol = exact ? 0.0f : 1e-4f;
     dmt_beam_options o = dmt_beam_options_default(c);
     o.beam_size = 4;
