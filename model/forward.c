@@ -6,6 +6,7 @@
  */
 #include "model/forward.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,11 +30,13 @@ static int fbuf_reserve(fbuf *b, size_t n) {
 struct dmt_state {
     const dmt_model *m;
     /* encoder batch */
-    int n_src, src_max;          /* sentences, longest length (padded width) */
-    int *src_len;                /* [n_src] */
+    /* Sources are packed, not padded: sentence i's rows are src_off[i] ..
+     * src_off[i] + src_len[i] - 1, so no matrix product spends work on padding. */
+    int n_src, src_max;          /* sentences, longest length */
+    int *src_len, *src_off;      /* [n_src], [n_src + 1] (src_off[n_src]: all rows) */
     int src_len_cap;
-    fbuf enc_out;                /* [n_src][src_max][d] */
-    fbuf cross_k, cross_v;       /* [dec layers][n_src][src_max][d] */
+    fbuf enc_out;                /* [src rows][d] */
+    fbuf cross_k, cross_v;       /* [dec layers][src rows][d] */
     /* shared work buffers, sized for the larger of the encoder and decoder batches */
     fbuf q, k, v, attn, tmp, hidden, norm, scores;
     /* decoder */
@@ -109,6 +112,7 @@ void dmt_state_free(dmt_state *s) {
                    &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->logits, &s->align_sum};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
     free(s->src_len);
+    free(s->src_off);
     free(s->hyp_src);
     free(s->hyp_src_tmp);
     free(s->history);
@@ -194,6 +198,16 @@ static const float *sublayer_input(dmt_state *s, const float *x, int rows, const
     return s->norm.p;
 }
 
+static int grow_ints(int **p, size_t n) {
+    int *q = realloc(*p, n * sizeof *q);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+/* The rows of all encoded sources together (0 before the first dmt_encode). */
+static int source_rows(const dmt_state *s) { return s->src_off ? s->src_off[s->n_src] : 0; }
+
 /* x = residual(x, f) where s->tmp holds f(input). */
 static void residual(dmt_state *s, float *x, int rows, float alpha, const dmt_norm_weights *w) {
     const dmt_config *c = &s->m->cfg;
@@ -224,7 +238,7 @@ static void final_norm(const dmt_stack_weights *st, float *x, int rows, const dm
 
 static void encoder_layer(dmt_state *s, const dmt_layer_weights *w) {
     const dmt_config *c = &s->m->cfg;
-    int d = c->d_model, S = s->src_max, rows = s->n_src * S;
+    int d = c->d_model, rows = source_rows(s);
     float *x = s->enc_out.p;
     const float *in = sublayer_input(s, x, rows, &w->self_attn_norm);
     float *const qkv[3] = {s->q.p, s->k.p, s->v.p};
@@ -232,11 +246,10 @@ static void encoder_layer(dmt_state *s, const dmt_layer_weights *w) {
     dmt_matmul_shared(qkv, in, rows, proj, 3);
     scale(s->q.p, (long)rows * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int i = 0; i < s->n_src; i++) {
-        size_t off = (size_t)i * S * d;
+        size_t off = (size_t)s->src_off[i] * d;
         int len = s->src_len[i];
         dmt_attention(s->attn.p + off, d, s->q.p + off, d, s->k.p + off, s->v.p + off, d, len, len, c->heads, d,
                       -1, s->scores.p);
-        memset(s->attn.p + off + (size_t)len * d, 0, (size_t)(S - len) * d * sizeof(float));
     }
     dmt_matmul(s->tmp.p, s->attn.p, rows, &w->self_attn.out);
     residual(s, x, rows, s->m->encoder.alpha, &w->self_attn_norm);
@@ -247,6 +260,7 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
     const dmt_model *m = s->m;
     const dmt_config *c = &m->cfg;
     int d = c->d_model, S = 0;
+    size_t rows = 0;
     for (int i = 0; i < n; i++) {
         if (src_len[i] < 1) { snprintf(err, errlen, "sentence %d is empty", i); return -1; }
         if (src_len[i] > c->max_positions) {
@@ -260,23 +274,26 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
                 return -1;
             }
         S = src_len[i] > S ? src_len[i] : S;
+        rows += (size_t)src_len[i];
     }
-    size_t rows = (size_t)n * S;
-    if (n > s->src_len_cap) {
-        int *p = realloc(s->src_len, (size_t)n * sizeof *p);
-        if (!p) goto oom;
-        s->src_len = p;
-        s->src_len_cap = n;
+    if (rows > INT_MAX) {
+        snprintf(err, errlen, "a batch of %zu tokens is too large", rows);
+        return -1;
+    }
+    if (n > s->src_len_cap || !s->src_off) {
+        size_t cap = n > 0 ? (size_t)n : 1;
+        if (grow_ints(&s->src_len, cap) || grow_ints(&s->src_off, cap + 1)) goto oom;
+        s->src_len_cap = (int)cap;
     }
     if (fbuf_reserve(&s->enc_out, rows * d) || reserve_work(s, rows, (size_t)S, (size_t)S)) goto oom;
     s->n_src = n;
     s->src_max = S;
     s->n_hyps = 0;
     memcpy(s->src_len, src_len, (size_t)n * sizeof *src_len);
+    s->src_off[0] = 0;
     for (int i = 0; i < n; i++) {
-        float *x = s->enc_out.p + (size_t)i * S * d;
-        embed(m, &m->encoder, x, src[i], src_len[i], 0, 1);
-        memset(x + (size_t)src_len[i] * d, 0, (size_t)(S - src_len[i]) * d * sizeof(float)); /* padding */
+        s->src_off[i + 1] = s->src_off[i] + src_len[i];
+        embed(m, &m->encoder, s->enc_out.p + (size_t)s->src_off[i] * d, src[i], src_len[i], 0, 1);
     }
     for (int l = 0; l < m->encoder.n_layers; l++) encoder_layer(s, &m->encoder.layers[l]);
     final_norm(&m->encoder, s->enc_out.p, (int)rows, c);
@@ -287,17 +304,10 @@ oom:
 }
 
 const float *dmt_encoder_out(const dmt_state *s, int i) {
-    return s->enc_out.p + (size_t)i * s->src_max * s->m->cfg.d_model;
+    return s->enc_out.p + (size_t)s->src_off[i] * s->m->cfg.d_model;
 }
 
 /* ---------------------------------------------------------------- decoder -- */
-
-static int grow_ints(int **p, size_t n) {
-    int *q = realloc(*p, n * sizeof *q);
-    if (!q) return -1;
-    *p = q;
-    return 0;
-}
 
 /* Room for the alignments of n hypotheses over sources of up to max_positions. */
 static int reserve_align(dmt_state *s, int n) {
@@ -320,7 +330,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
             snprintf(err, errlen, "hypothesis %d reads source %d, but %d were encoded", h, hyp_src[h], s->n_src);
             return -1;
         }
-    size_t src_rows = (size_t)s->n_src * s->src_max, keys = (size_t)(max_steps > s->src_max ? max_steps : s->src_max);
+    size_t src_rows = (size_t)source_rows(s), keys = (size_t)(max_steps > s->src_max ? max_steps : s->src_max);
     if (max_hyps > s->hyp_cap || max_steps > s->step_cap) {
         int hc = max_hyps > s->hyp_cap ? max_hyps : s->hyp_cap, sc = max_steps > s->step_cap ? max_steps : s->step_cap;
         size_t cache = (size_t)L * hc * sc * d;
@@ -371,19 +381,20 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
     const dmt_config *c = &s->m->cfg;
     const dmt_attention_weights *a = &s->m->decoder.layers[l].cross_attn;
     int d = c->d_model, H = s->n_hyps;
-    size_t src_stride = (size_t)s->src_max * d, layer = (size_t)s->n_src * src_stride;
+    size_t layer = (size_t)source_rows(s) * d;
     const float *kc = s->cross_k.p + l * layer, *vc = s->cross_v.p + l * layer;
     dmt_matmul(s->q.p, in, H, &a->q);
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int h = 0; h < H; h++) {
         int src = s->hyp_src[h];
+        size_t src_at = (size_t)s->src_off[src] * d;
         if (l == s->align_layer)
             s->align[h] = dmt_attention_row_argmax(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d,
-                                                   kc + src * src_stride, vc + src * src_stride, d, s->src_len[src],
+                                                   kc + src_at, vc + src_at, d, s->src_len[src],
                                                    c->heads, s->scores.p, s->align_sum.p);
         else
-            dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src * src_stride,
-                          vc + src * src_stride, d, 1, s->src_len[src], c->heads, d, -1, s->scores.p);
+            dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src_at,
+                          vc + src_at, d, 1, s->src_len[src], c->heads, d, -1, s->scores.p);
     }
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
 }

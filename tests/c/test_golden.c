@@ -89,7 +89,8 @@ static void run_case(const char *dir, const char *name) {
     if (ok) {
         /* encoder states of the real tokens (padding rows are no output) */
         float *enc = calloc((size_t)B * S * d, sizeof *enc);
-        for (int b = 0; b < B; b++) memcpy(enc + (size_t)b * S * d, dmt_encoder_out(s, b), (size_t)S * d * sizeof *enc);
+        for (int b = 0; b < B; b++)
+            memcpy(enc + (size_t)b * S * d, dmt_encoder_out(s, b), (size_t)len[b] * d * sizeof *enc);
         int bad = 0;
         double e = compare_real_rows(json_object_get(g, "encoder_out"), enc, B, S, d, len, &bad);
         snprintf(what, sizeof what, "%s: encoder states of the real tokens within %g (max abs error %.2e)", name, tol, e);
