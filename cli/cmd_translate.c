@@ -499,7 +499,7 @@ static int translate_lines(dmt_pool *pool, job *J, line *lines, int n, int no_sp
     for (int i = 0; i < n_units; i++)
         if (!lines[units[i].line].failed) order[n_order++] = i;
     sort_units = units;
-    qsort(order, (size_t)n_order, sizeof *order, by_length_desc); /* longest first: little padding */
+    qsort(order, (size_t)n_order, sizeof *order, by_length_desc); /* longest first: batch mates end together, slow ones start first */
     for (int k = 0; k < n_order; k++) {
         const unit *u = &units[order[k]];
         src[k] = (dmt_translate_input){lines[u->line].text + u->span.start, u->span.len, J->target_id};

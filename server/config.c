@@ -32,7 +32,7 @@ static const dmt_option options[] = {
     {"http-threads", 0, DMT_OPT_INT, F(http_threads), 0, 1, 64, "N", "HTTP threads (epoll thread pool) [2]", 0, NULL},
     DMT_OPTION_MAX_BATCH_SENTENCES(F(max_batch_sentences)),
     {"max-batch-tokens", 0, DMT_OPT_INT, F(max_batch_tokens), 0, 1, 1 << 24, "N",
-     "padded source tokens in one batch (estimated) [4096]", 0, NULL},
+     "source tokens in one batch, summed [4096]", 0, NULL},
     {"max-wait-ms", 0, DMT_OPT_INT, F(max_wait_ms), 0, 0, 10000, "MS", "how long a batch waits to fill up [5]", 0, NULL},
     DMT_OPTION_BATCHING(F(batching)),
     {"max-batch-cost", 0, DMT_OPT_LONG, F(max_batch_cost), 0, 0, 1L << 40, "N",

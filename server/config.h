@@ -22,7 +22,7 @@ typedef struct {
     int no_shortlist;        /* --no-shortlist */
     int http_threads;        /* --http-threads: libmicrohttpd thread pool */
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
-    int max_batch_tokens;    /* --max-batch-tokens: padded source tokens in one batch */
+    int max_batch_tokens;    /* --max-batch-tokens: source tokens in one batch, summed */
     int max_wait_ms;         /* --max-wait-ms: how long a batch waits to fill up */
     int batching;            /* --batching: 0 whole batches, 1 continuous (iteration-level) */
     long max_batch_cost;     /* --max-batch-cost: summed sentence costs in one batch; 0 = auto */

@@ -170,17 +170,18 @@ int dmt_policy_take(dmt_policy *p, int limit, dmt_policy_pick *out) {
 int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int limit, dmt_policy_pick *out) {
     const dmt_policy_limits *lim = &p->lim;
     long cost = cost_used;
-    int n = 0, longest = 0, running = key != NULL || cost_used > 0;
+    long tokens = 0; /* source pieces picked: the engine encodes them packed, without padding */
+    int n = 0, running = key != NULL || cost_used > 0;
     while (n < limit) {
         int best = -1;
         for (int i = 0; i < p->n; i++) {
             const entry *e = &p->e[i];
             long c = e->r.cost[e->next];
-            int t = e->r.tokens[e->next], l = t > longest ? t : longest;
+            int t = e->r.tokens[e->next];
             if (key && !same(p, key, e->r.key)) continue;
             if (n > 0 || running) { /* a first pick alone always fits: dmt_policy_check refused what cannot */
                 if (lim->max_batch_cost > 0 && cost + c > lim->max_batch_cost) continue;
-                if (n > 0 && lim->max_batch_tokens > 0 && (long)l * (n + 1) > lim->max_batch_tokens) continue;
+                if (n > 0 && lim->max_batch_tokens > 0 && tokens + t > lim->max_batch_tokens) continue;
             }
             /* the least served client, then its least served request, then arrival */
             const entry *b = best < 0 ? NULL : &p->e[best];
@@ -196,7 +197,7 @@ int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int lim
         if (n == 0) key = e->r.key;
         out[n++] = (dmt_policy_pick){e->r.owner, e->next};
         cost += c;
-        if (t > longest) longest = t;
+        tokens += t;
         e->service += (double)c;
         e->c->service += (double)c;
         e->next++;

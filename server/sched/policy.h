@@ -38,7 +38,7 @@
 
 typedef struct {
     int max_batch_sentences;  /* sentences in one batch */
-    long max_batch_tokens;    /* padded source pieces in one batch: longest x sentences */
+    long max_batch_tokens;    /* source pieces in one batch, summed (the encoder packs them) */
     long max_batch_cost;      /* summed sentence costs in one batch */
     long max_request_cost;    /* summed sentence costs of one request; 0 = no limit */
 } dmt_policy_limits;

@@ -415,19 +415,6 @@ static double run_batch(worker *wk, dmt_job **batch, int n, dmt_translate_input 
     return dt;
 }
 
-/* Longest source first inside the batch: less padding in the encoder. */
-static void sort_batch(dmt_job **batch, int n) {
-    for (int i = 1; i < n; i++) {
-        dmt_job *v = batch[i];
-        int tv = v->work->tokens[v - v->work->jobs], j = i;
-        while (j > 0 && batch[j - 1]->work->tokens[batch[j - 1] - batch[j - 1]->work->jobs] < tv) {
-            batch[j] = batch[j - 1];
-            j--;
-        }
-        batch[j] = v;
-    }
-}
-
 /* ------------------------------------------------- continuous batching -- */
 
 /* A worker's running beam sessions, one per set of decoding options (a session
@@ -773,7 +760,6 @@ static void *worker_main(void *arg) {
         call_done(done, n_done);
         double dt = 0;
         if (n > 0) {
-            sort_batch(batch, n);
             dt = run_batch(wk, batch, n, in, out, delivered);
         }
         pthread_mutex_lock(&s->mu);

@@ -204,13 +204,24 @@ static void test_take_more(void) {
 }
 
 static void test_caps(void) {
-    static req a;
+    static req a, l, s;
     fill(&a, 1, 10, 4, 100);
     dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 16, .max_batch_tokens = 350}, NULL);
     add(p, &a, NULL, 0, 0);
     dmt_policy_pick b[16];
     int n = dmt_policy_take(p, 16, b);
-    CHECK(n == 3, "padded source tokens cap a batch (3 x 100 <= 350)", "n=%d", n);
+    CHECK(n == 3, "source tokens cap a batch (3 x 100 <= 350)", "n=%d", n);
+    dmt_policy_free(p);
+    /* one long sentence and short ones: the cap counts pieces, not longest x sentences
+     * (which would let the long one run alone: 300 x 2 > 350) */
+    fill(&l, 2, 1, 4, 300);
+    fill(&s, 3, 10, 4, 10);
+    p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 16, .max_batch_tokens = 350}, NULL);
+    add(p, &l, NULL, 0, 0);
+    add(p, &s, NULL, 0, 0.1);
+    n = dmt_policy_take(p, 16, b);
+    CHECK(n == 6 && count_of(b, n, &l) == 1 && count_of(b, n, &s) == 5,
+          "summed, not padded: 300 + 5 x 10 <= 350 share a batch", "n=%d", n);
     dmt_policy_free(p);
 }
 
