@@ -26,9 +26,10 @@ dmt_pool *dmt_pool_open(const char *model_dir, dmt_pool_options o, char *err, si
 const dmt_model *dmt_pool_model(const dmt_pool *p);
 
 /* Translates n sentences with opt, batches taken in input order (a caller that
- * sorts by length gets batch mates that end at similar steps); out[i] as dmt_translate gives it (free each
- * with dmt_translate_output_clear). progress(arg, done), when given, is called from
- * this thread about every 200 ms and at the end. 0, or -1 with a message. */
+ * sorts by length gets batch mates that end at similar steps); out[i] as
+ * dmt_translate gives it (free each with dmt_translate_output_clear).
+ * progress(arg, done), when given, is called from this thread about every 200 ms
+ * and at the end. 0, or -1 with a message. */
 int dmt_pool_translate(dmt_pool *p, int n, const dmt_translate_input *in, const dmt_beam_options *opt,
                        dmt_translate_output *out, void (*progress)(void *arg, int done), void *arg, char *err,
                        size_t errlen);
