@@ -31,10 +31,10 @@ struct dmt_state {
     const dmt_model *m;
     /* encoder batch */
     /* Sources are packed, not padded: sentence i's rows are src_off[i] ..
-     * src_off[i] + src_len[i] - 1, so no matrix product spends work on padding. */
+     * src_off[i + 1] - 1, so no matrix product spends work on padding. */
     int n_src, src_max;          /* sentences, longest length */
-    int *src_len, *src_off;      /* [n_src], [n_src + 1] (src_off[n_src]: all rows) */
-    int src_len_cap;
+    int *src_off;                /* [n_src + 1] (src_off[n_src]: all rows) */
+    int src_off_cap;             /* sentences src_off has room for */
     fbuf enc_out;                /* [src rows][d] */
     fbuf cross_k, cross_v;       /* [dec layers][src rows][d] */
     /* shared work buffers, sized for the larger of the encoder and decoder batches */
@@ -111,7 +111,6 @@ void dmt_state_free(dmt_state *s) {
     fbuf *all[] = {&s->enc_out, &s->cross_k, &s->cross_v, &s->q, &s->k, &s->v, &s->attn, &s->tmp,
                    &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->logits, &s->align_sum};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
-    free(s->src_len);
     free(s->src_off);
     free(s->hyp_src);
     free(s->hyp_src_tmp);
@@ -208,6 +207,9 @@ static int grow_ints(int **p, size_t n) {
 /* The rows of all encoded sources together (0 before the first dmt_encode). */
 static int source_rows(const dmt_state *s) { return s->src_off ? s->src_off[s->n_src] : 0; }
 
+/* Sentence i's length in tokens, </s> included. */
+static int source_len(const dmt_state *s, int i) { return s->src_off[i + 1] - s->src_off[i]; }
+
 /* x = residual(x, f) where s->tmp holds f(input). */
 static void residual(dmt_state *s, float *x, int rows, float alpha, const dmt_norm_weights *w) {
     const dmt_config *c = &s->m->cfg;
@@ -247,7 +249,7 @@ static void encoder_layer(dmt_state *s, const dmt_layer_weights *w) {
     scale(s->q.p, (long)rows * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int i = 0; i < s->n_src; i++) {
         size_t off = (size_t)s->src_off[i] * d;
-        int len = s->src_len[i];
+        int len = source_len(s, i);
         dmt_attention(s->attn.p + off, d, s->q.p + off, d, s->k.p + off, s->v.p + off, d, len, len, c->heads, d,
                       -1, s->scores.p);
     }
@@ -280,16 +282,15 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
         snprintf(err, errlen, "a batch of %zu tokens is too large", rows);
         return -1;
     }
-    if (n > s->src_len_cap || !s->src_off) {
+    if (n > s->src_off_cap || !s->src_off) {
         size_t cap = n > 0 ? (size_t)n : 1;
-        if (grow_ints(&s->src_len, cap) || grow_ints(&s->src_off, cap + 1)) goto oom;
-        s->src_len_cap = (int)cap;
+        if (grow_ints(&s->src_off, cap + 1)) goto oom;
+        s->src_off_cap = (int)cap;
     }
     if (fbuf_reserve(&s->enc_out, rows * d) || reserve_work(s, rows, (size_t)S, (size_t)S)) goto oom;
     s->n_src = n;
     s->src_max = S;
     s->n_hyps = 0;
-    memcpy(s->src_len, src_len, (size_t)n * sizeof *src_len);
     s->src_off[0] = 0;
     for (int i = 0; i < n; i++) {
         s->src_off[i + 1] = s->src_off[i] + src_len[i];
@@ -390,11 +391,11 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
         size_t src_at = (size_t)s->src_off[src] * d;
         if (l == s->align_layer)
             s->align[h] = dmt_attention_row_argmax(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d,
-                                                   kc + src_at, vc + src_at, d, s->src_len[src],
+                                                   kc + src_at, vc + src_at, d, source_len(s, src),
                                                    c->heads, s->scores.p, s->align_sum.p);
         else
             dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src_at,
-                          vc + src_at, d, 1, s->src_len[src], c->heads, d, -1, s->scores.p);
+                          vc + src_at, d, 1, source_len(s, src), c->heads, d, -1, s->scores.p);
     }
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
 }
