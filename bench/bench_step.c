@@ -5,7 +5,8 @@
  * Sources are 20 random ids + </s>; every hypothesis reads its own source. Reports the
  * median over 30 steps after 5 warm-up steps, per batch size, then the median time
  * to encode the same batch with its lengths spread over 1..21 tokens (and compute
- * its cross-attention K/V), the cost that depends on batch mates. Thread count: the
+ * its cross-attention K/V), the cost that depends on batch mates, and of that batch
+ * joining a continuous (server) batch at once. Thread count: the
  * OPENBLAS_NUM_THREADS environment variable.
  */
 #include <stdio.h>
@@ -84,6 +85,24 @@ int main(int argc, char **argv) {
         }
         qsort(mixed, STEPS, sizeof *mixed, cmp_double);
         printf("batch %3d, lengths 1..%d: encoder and cross-attention K/V median %.3f ms\n", B, SRC, mixed[STEPS / 2] * 1e3);
+        /* The same mixed batch joining a continuous state at once (as a document's
+         * sentences join the server's running batch), then leaving it. */
+        dmt_state *cs = dmt_state_new(m);
+        int *ids_kept = malloc(sizeof(int) * B);
+        for (int i = 0; i < STEPS; i++) {
+            double a = now();
+            if (dmt_cont_add_sources(cs, B, rows, len, ids_kept, err, sizeof err)) {
+                fprintf(stderr, "%s\n", err);
+                return 1;
+            }
+            mixed[i] = now() - a;
+            for (int b = 0; b < B; b++) dmt_cont_release_source(cs, ids_kept[b]);
+        }
+        qsort(mixed, STEPS, sizeof *mixed, cmp_double);
+        printf("batch %3d, lengths 1..%d, joining a continuous batch: encoder and K/V median %.3f ms\n", B, SRC,
+               mixed[STEPS / 2] * 1e3);
+        free(ids_kept);
+        dmt_state_free(cs);
         dmt_state_free(s);
         free(ids); free(tok); free(rows); free(len); free(hyp_src); free(lp);
     }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "model/gemm.h"
 #include "model/ops.h"
 
@@ -447,7 +448,7 @@ int dmt_decode_hyps(const dmt_state *s) { return s->n_hyps; }
 
 static struct cont *cont_get(dmt_state *s) {
     if (!s->cont) {
-        s->cont = calloc(1, sizeof *s->cont);
+        s->cont = dmt_fault_hit() ? NULL : calloc(1, sizeof *s->cont);
         if (s->cont) s->cont->len_cap = s->m->cfg.max_positions;
     }
     return s->cont;
@@ -456,17 +457,17 @@ static struct cont *cont_get(dmt_state *s) {
 int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const int *src_len, int *ids, char *err,
                          size_t errlen) {
     const dmt_model *m = s->m;
-    int d = m->cfg.d_model, L = m->decoder.n_layers;
+    int d = m->cfg.d_model, L = m->decoder.n_layers, taken = 0;
     struct cont *c = cont_get(s);
     if (!c) goto oom;
     if (dmt_encode(s, n, src, src_len, err, errlen)) return -1;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++, taken++) {
         int id = 0;
         while (id < c->n_src && c->src[id].len) id++;
         if (id == c->n_src) {
             if (c->n_src == c->src_cap) {
                 int cap = c->src_cap ? 2 * c->src_cap : 64;
-                cont_source *p = realloc(c->src, (size_t)cap * sizeof *p);
+                cont_source *p = dmt_fault_hit() ? NULL : realloc(c->src, (size_t)cap * sizeof *p);
                 if (!p) goto oom;
                 c->src = p;
                 c->src_cap = cap;
@@ -474,24 +475,38 @@ int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const i
             c->src[c->n_src++] = (cont_source){0};
         }
         cont_source *cs = &c->src[id];
-        size_t len = (size_t)src_len[i];
-        cs->k = malloc((size_t)L * len * d * sizeof(float));
-        cs->v = malloc((size_t)L * len * d * sizeof(float));
+        size_t len = (size_t)source_len(s, i);
+        cs->k = dmt_fault_hit() ? NULL : malloc((size_t)L * len * d * sizeof(float));
+        cs->v = dmt_fault_hit() ? NULL : malloc((size_t)L * len * d * sizeof(float));
         if (!cs->k || !cs->v) { free(cs->k); free(cs->v); cs->k = cs->v = NULL; goto oom; }
         cs->len = (int)len;
-        const float *x = dmt_encoder_out(s, i);
-        for (int l = 0; l < L; l++) {
-            const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
-            float *const kv[2] = {cs->k + (size_t)l * len * d, cs->v + (size_t)l * len * d};
-            const dmt_linear *const proj[2] = {&a->k, &a->v};
-            dmt_matmul_shared(kv, x, (int)len, proj, 2);
-        }
         ids[i] = id;
+    }
+    /* One product a layer over all the new sources' packed rows (dmt_encode sized
+     * s->k and s->v for them), then each source's rows to its own cache. */
+    for (int l = 0; l < L; l++) {
+        const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
+        float *const kv[2] = {s->k.p, s->v.p};
+        const dmt_linear *const proj[2] = {&a->k, &a->v};
+        dmt_matmul_shared(kv, s->enc_out.p, source_rows(s), proj, 2);
+        for (int i = 0; i < n; i++) {
+            cont_source *cs = &c->src[ids[i]];
+            size_t len = (size_t)cs->len, at = (size_t)s->src_off[i] * d, layer = (size_t)l * len * d;
+            memcpy(cs->k + layer, s->k.p + at, len * d * sizeof(float));
+            memcpy(cs->v + layer, s->v.p + at, len * d * sizeof(float));
+        }
     }
     return 0;
 oom:
+    for (int i = 0; i < taken; i++) dmt_cont_release_source(s, ids[i]); /* all or none */
     snprintf(err, errlen, "out of memory for %d more sources", n);
     return -1;
+}
+
+int dmt_cont_sources(const dmt_state *s) {
+    int live = 0;
+    for (int id = 0; s->cont && id < s->cont->n_src; id++) live += s->cont->src[id].len > 0;
+    return live;
 }
 
 void dmt_cont_release_source(dmt_state *s, int id) {

@@ -94,7 +94,7 @@ int dmt_decode_hyps(const dmt_state *s);
  * a dmt_decode_* batch with a continuous one on one state). */
 
 /* Encodes n sources and keeps their cross-attention K/V; ids[i] names source i
- * for dmt_cont_add_hyps. 0, or -1 with a message. */
+ * for dmt_cont_add_hyps. 0, or -1 with a message and none of the n kept. */
 int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const int *src_len, int *ids, char *err,
                          size_t errlen);
 /* Frees a source once no hypothesis reads it. */
@@ -111,5 +111,7 @@ int dmt_cont_reorder(dmt_state *s, int n_new, const int *parent);
 int dmt_cont_hyps(const dmt_state *s);
 /* Cache slots in use (for tests: back to 0 once every hypothesis is gone). */
 int dmt_cont_slots_used(const dmt_state *s);
+/* Sources kept (for tests: each added one until it is released). */
+int dmt_cont_sources(const dmt_state *s);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fault.h"
 #include "model/beam.h"
 #include "model/forward.h"
 #include "model/gemm.h"
@@ -488,6 +489,36 @@ static void session_test(const dmt_model *m, dmt_state *s, int max_repeats) {
     batch_free(&b);
 }
 
+/* Sources join all or none: an allocation that fails part-way through
+ * dmt_cont_add_sources leaves none of that call's sources kept (they would hold
+ * their K/V for the state's life, as no caller holds their ids). */
+static void add_sources_fault_test(const dmt_model *m) {
+    enum { N = 3 };
+    batch b;
+    random_batch(&b, N, &m->cfg, 30);
+    char err[256] = "";
+    int ids[N], failures = 0, leaked = 0, added = 0;
+    for (long k = 0; k < 64 && !added; k++) {
+        dmt_state *st = dmt_state_new(m);
+        dmt_fault_after(k);
+        int rc = dmt_cont_add_sources(st, N, (const int32_t *const *)b.src, b.len, ids, err, sizeof err);
+        dmt_fault_after(-1);
+        if (rc) {
+            failures++;
+            leaked += dmt_cont_sources(st) != 0 || !strstr(err, "out of memory");
+        } else {
+            added = dmt_cont_sources(st) == N;
+            for (int i = 0; i < N; i++) dmt_cont_release_source(st, ids[i]);
+            added = added && dmt_cont_sources(st) == 0;
+        }
+        dmt_state_free(st);
+    }
+    CHECK(failures >= 2 * N && leaked == 0 && added,
+          "continuous sources: a failed allocation at any point keeps none of the call's sources",
+          "%d failures, %d left sources or said something else (%s), added %d", failures, leaked, err, added);
+    batch_free(&b);
+}
+
 static int has_repeated_ngram(const dmt_hypothesis *h, int n) {
     for (int a = 0; a + n <= h->n_tokens; a++)
         for (int b = a + 1; b + n <= h->n_tokens; b++)
@@ -845,6 +876,7 @@ int main(void) {
         control_test(m, s);
         session_test(m, s, 0);
         session_test(m, s, 1);
+        add_sources_fault_test(m);
         dmt_state_free(s);
         dmt_model_free(m);
     }
