@@ -482,18 +482,16 @@ int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const i
         cs->len = (int)len;
         ids[i] = id;
     }
-    /* One product a layer over all the new sources' packed rows (dmt_encode sized
-     * s->k and s->v for them), then each source's rows to its own cache. */
-    for (int l = 0; l < L; l++) {
-        const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
-        float *const kv[2] = {s->k.p, s->v.p};
-        const dmt_linear *const proj[2] = {&a->k, &a->v};
-        dmt_matmul_shared(kv, s->enc_out.p, source_rows(s), proj, 2);
-        for (int i = 0; i < n; i++) {
-            cont_source *cs = &c->src[ids[i]];
-            size_t len = (size_t)cs->len, at = (size_t)s->src_off[i] * d, layer = (size_t)l * len * d;
-            memcpy(cs->k + layer, s->k.p + at, len * d * sizeof(float));
-            memcpy(cs->v + layer, s->v.p + at, len * d * sizeof(float));
+    /* every buffer in hand: now the K/V, straight into each source's cache */
+    for (int i = 0; i < n; i++) {
+        cont_source *cs = &c->src[ids[i]];
+        size_t len = (size_t)cs->len;
+        const float *x = dmt_encoder_out(s, i);
+        for (int l = 0; l < L; l++) {
+            const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
+            float *const kv[2] = {cs->k + (size_t)l * len * d, cs->v + (size_t)l * len * d};
+            const dmt_linear *const proj[2] = {&a->k, &a->v};
+            dmt_matmul_shared(kv, x, (int)len, proj, 2);
         }
     }
     return 0;
