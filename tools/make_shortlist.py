@@ -3,7 +3,7 @@
 
     tools/make_shortlist.py build models/captions --data ../shared/data/multi30k
     tools/make_shortlist.py build models/default --data ../shared/data/multi30k \\
-        --general ../shared/data/general
+        --general ../shared/data/general --pivot 50
     tools/make_shortlist.py check models/default --sets multi30k/test_2016_flickr
 
 A decoder step scores every piece of the vocabulary although a sentence's translation
@@ -15,6 +15,12 @@ allowed for every sentence and are not listed again. deepmt (model/shortlist.h) 
 scores, for each sentence, those pieces of its own source pieces, the frequent ones,
 its source pieces themselves (names and numbers are copied) and </s>.
 
+Directions without general-domain pairs of their own (de-fr, cs-de, ...) would list
+only what captions taught; --pivot N adds, for every target language but the pivot
+(--pivot-language, en), each source piece's N target pieces of highest p(t | s)
+composed through the pivot, sum over e of p(e | s) p(t | e), over its --pivot-via pivot pieces of highest
+p(e | s) (frequent pivot pieces such as "the" left out: they say little about s).
+
 `build` tokenizes the pairs with MODEL/sentencepiece.model (Multi30k's four line-
 aligned languages, all 12 directions; --general adds DIR/train/en-XX.{en,XX}.gz in
 both directions) and writes the file atomically. It prints, per target language,
@@ -23,7 +29,7 @@ how many pieces a source piece lists and the pairs it counted.
 `check` translates the test sets' directions with and without the shortlist
 (`deepmt translate --no-shortlist`), at the precision the model runs by default, and
 prints the BLEU change per direction, its mean and worst, the share of identical
-translations and the time each took (one run each: a hint, not a benchmark; `make
+translations and the time each took (--directions picks some; one run each: a hint, not a benchmark; `make
 bench` measures speed).
 
 Exit status: 0 done, 1 a translation failed, 2 bad usage or missing data.
@@ -109,7 +115,7 @@ def count_pairs(sp, pairs, V, min_count):
     return C, n_src, freq, n_pairs
 
 
-def rank_table(C, n_src, frequent, top, reverse):
+def rank_table(C, n_src, frequent, top, reverse, extra=None):
     """For each source piece s, its `top` target pieces by p(t | s), and each target
     piece t for the `reverse` source pieces s with the highest p(t | s) among all that
     co-occur with t (so that a rare target piece is listed under the source pieces
@@ -134,11 +140,47 @@ def rank_table(C, n_src, frequent, top, reverse):
             for t in np.nonzero(~skip & (C[best[r], np.arange(V)] > 0))[0]:
                 lists[int(best[r, t])].add(int(t))
         del p
+    for src, targets in (extra or {}).items():
+        lists[src].update(targets)
     start, entries = [0], []
     for s in range(V):
         entries.extend(sorted(lists[s]))
         start.append(len(entries))
     return start, entries
+
+
+def pivot_table(C_pivot, n_src_pivot, C_target, n_src_target, frequent, top, via):
+    """Entries for directions that have no training pairs of their own, composed through
+    the pivot language: for each source piece s, its `top` target pieces by
+    p(t | s) ~ sum over pivot pieces e of p(e | s) p(t | e), over the `via` pivot pieces
+    of highest p(e | s). C_pivot counts the pairs into the pivot language, C_target
+    those into the target (both [V, V], as count_pairs returns). Frequent pieces are
+    left out, as in rank_table: {source piece: set of target pieces}."""
+    V = C_target.shape[0]
+    skip = np.zeros(V, dtype=bool)
+    skip[list(frequent)] = True
+    p_target = C_target.astype(np.float32) / np.maximum(n_src_target, 1)[:, None].astype(np.float32)
+    lists = {}
+    chunk = 64  # p_target gathered for 64 source pieces x `via` pivots at once: 80 MB
+    for lo in range(0, V, chunk):
+        hi = min(V, lo + chunk)
+        p_pivot = C_pivot[lo:hi].astype(np.float32) / np.maximum(n_src_pivot[lo:hi], 1)[:, None].astype(np.float32)
+        p_pivot[:, skip] = 0  # a frequent pivot piece ("the", ".") says little about s
+        k = min(via, V - 1)
+        idx = np.argpartition(-p_pivot, k, axis=1)[:, :k]
+        w = np.take_along_axis(p_pivot, idx, axis=1)
+        w[w <= 0] = 0
+        score = np.einsum("ck,ckv->cv", w, p_target[idx])
+        score[:, skip] = 0
+        for r in range(hi - lo):
+            row = score[r]
+            cand = np.nonzero(row > 0)[0]
+            if len(cand) == 0:
+                continue
+            if len(cand) > top:
+                cand = cand[np.lexsort((cand, -row[cand]))[:top]]
+            lists[lo + r] = set(int(t) for t in cand)
+    return lists
 
 
 def write_shortlist(path, V, frequent, tables):
@@ -186,7 +228,13 @@ def cmd_build(args):
     tables = []
     for target in sorted(counted):
         C, n_src, n_pairs = counted[target]
-        start, entries = rank_table(C, n_src, frequent, args.top, args.reverse)
+        extra = None
+        if args.pivot > 0 and target != args.pivot_language and args.pivot_language in counted:
+            # pairs into `target` from a language other than the pivot are captions only
+            # (Multi30k): a news sentence's pieces would list too little; compose them.
+            C_p, n_src_p, _ = counted[args.pivot_language]
+            extra = pivot_table(C_p, n_src_p, C, n_src, frequent, args.pivot, args.pivot_via)
+        start, entries = rank_table(C, n_src, frequent, args.top, args.reverse, extra)
         listed = sum(1 for s in range(V) if start[s + 1] > start[s])
         print(f"make_shortlist: {target}: {listed} source pieces listed, {len(entries) / max(listed, 1):.1f} "
               f"target pieces each", file=sys.stderr)
@@ -194,8 +242,10 @@ def cmd_build(args):
         del C
     out = args.out or os.path.join(args.model, "shortlist.bin")
     size = write_shortlist(out, V, frequent, tables)
+    pivot = f", pivot {args.pivot} through {args.pivot_language}" if args.pivot > 0 else ""
     print(f"make_shortlist: wrote {out} ({size / 1e6:.1f} MB: {len(tables)} target languages, top {args.top}, "
-          f"{len(frequent)} frequent, reverse {args.reverse}, min count {args.min_count}) in {time.time() - t0:.0f} s", file=sys.stderr)
+          f"{len(frequent)} frequent, reverse {args.reverse}{pivot}, min count {args.min_count}) "
+          f"in {time.time() - t0:.0f} s", file=sys.stderr)
     return 0
 
 
@@ -219,6 +269,7 @@ def cmd_check(args):
     with open(os.path.join(args.model, "config.json")) as f:
         served = {lang["code"] for lang in json.load(f).get("languages", [])}
     sets = evaluate.suite_sets(os.path.join(args.shared, "data"))
+    only = {d.strip() for d in (args.directions or "").split(",") if d.strip()}
     jobs = []
     for name in [n.strip() for n in args.sets.split(",") if n.strip()]:
         if name not in sets:
@@ -226,11 +277,15 @@ def cmd_check(args):
             return 2
         for direction, sp_, rp in sets[name]:
             s, t = direction.split("-")
+            if only and direction not in only:
+                continue
             if s in served and t in served and os.path.isfile(sp_) and os.path.isfile(rp):
                 jobs.append((name, direction, evaluate.read_lines(sp_)[:args.limit],
                              evaluate.read_lines(rp)[:args.limit]))
     if not jobs:
-        print(f"make_shortlist: no direction of {args.sets} with its files under {args.shared}/data", file=sys.stderr)
+        among = f" among {args.directions}" if only else ""
+        print(f"make_shortlist: no direction of {args.sets}{among} with its files under {args.shared}/data",
+              file=sys.stderr)
         return 2
     extra = ["--threads", str(args.threads)] if args.threads else []
     if args.precision:
@@ -269,6 +324,12 @@ def main(argv=None):
     b.add_argument("--frequent", type=int, default=500, help="target pieces allowed for every sentence [500]")
     b.add_argument("--reverse", type=int, default=0,
                    help="each target piece also under the N source pieces that predict it best [0]")
+    b.add_argument("--pivot", type=int, default=0,
+                   help="each source piece also lists its N target pieces of highest p(t | s) composed "
+                        "through --pivot-language, for directions trained without pairs of their own [0]")
+    b.add_argument("--pivot-language", default="en", help="the language pairs are composed through [en]")
+    b.add_argument("--pivot-via", type=int, default=20,
+                   help="pivot pieces a source piece is composed through, those of highest p(e | s) [20]")
     b.add_argument("--min-count", type=int, default=2, help="pairs a (source, target) piece pair needs [2]")
     b.add_argument("--max-pairs", type=int, default=None, help="at most N lines of each training file")
     b.add_argument("--out", help="output file [MODEL/shortlist.bin]")
@@ -276,6 +337,7 @@ def main(argv=None):
     c.add_argument("model")
     c.add_argument("--sets", default="multi30k/test_2016_flickr", help="scripts/evaluate.py's test sets")
     c.add_argument("--shared", default=os.environ.get("DEEPMT_SHARED", os.path.join(REPO, "..", "shared")))
+    c.add_argument("--directions", help="only these directions, comma-separated (de-fr,fr-de) [all the sets have]")
     c.add_argument("--limit", type=int, default=None, help="the first N lines of each direction")
     c.add_argument("--threads", type=int, default=0)
     c.add_argument("--precision", help="deepmt translate --precision [the model's default]")

@@ -4,7 +4,11 @@ translate`, `deepmt serve` and models.json.
 
   - make_shortlist.py build writes a shortlist.bin the engine loads (a copy of
     models/default, its first 3,000 Multi30k lines a language), the same bytes when
-    run twice, and `deepmt inspect` describes it;
+    run twice, and `deepmt inspect` describes it; --pivot lists more pieces a source
+    piece; its composition through the pivot language on a hand-made table (the
+    pieces reached through a pivot piece, ranked, frequent pieces left out);
+  - make_shortlist.py check --directions measures only the directions named, and
+    refuses a selection that leaves none;
   - `deepmt translate` on the shipped model: the default scores the shortlist (said
     on stderr) and gives other translations than --no-shortlist on some of 120
     Multi30k sentences (so a shortlist that is not read would be seen), every line
@@ -34,6 +38,9 @@ sys.path.insert(0, HERE)
 import tap  # noqa: E402
 from testutil import repo_path, serve_log  # noqa: E402
 
+sys.path.insert(0, os.path.join(REPO, "tools"))
+import make_shortlist  # noqa: E402
+
 
 def translate(binary, model, lines, *extra):
     r = subprocess.run([binary, "translate", "-m", model, "-t", "de", "--no-split", "--progress", *extra],
@@ -49,6 +56,35 @@ def model_copy(tmp, source, name):
     for f in ("model.safetensors", "sentencepiece.model"):
         os.symlink(os.path.abspath(os.path.join(source, f)), os.path.join(d, f))
     return d
+
+
+def pieces_per_source(binary, model):
+    """deepmt inspect's "N pieces a source piece" for the model's shortlist, or None."""
+    r = subprocess.run([binary, "inspect", model], capture_output=True, text=True)
+    line = next((ln for ln in r.stdout.splitlines() if ln.startswith("shortlist:")), "")
+    words = line.split()
+    return float(words[words.index("pieces") - 1]) if "pieces" in words else None
+
+
+def check_pivot_table():
+    """pivot_table on a vocabulary of 10: source piece 1 means pivot piece 2 (0.8) and
+    pivot piece 4 (0.2); pivot 2 means target 5 and 3 (3 is frequent), pivot 4 means
+    target 6; pivot 7 is frequent and means target 8; source 9 has no pivot."""
+    import numpy as np
+    V = 10
+    C_pivot, n_pivot = np.zeros((V, V), dtype=np.int32), np.zeros(V, dtype=np.int64)
+    C_target, n_target = np.zeros((V, V), dtype=np.int32), np.zeros(V, dtype=np.int64)
+    n_pivot[1], C_pivot[1, 2], C_pivot[1, 4], C_pivot[1, 7] = 10, 8, 2, 10
+    n_target[2], C_target[2, 5], C_target[2, 3] = 10, 9, 10
+    n_target[4], C_target[4, 6] = 10, 10
+    n_target[7], C_target[7, 8] = 10, 10
+    n_pivot[9] = 5
+    frequent = [3, 7]
+    both = make_shortlist.pivot_table(C_pivot, n_pivot, C_target, n_target, frequent, top=5, via=3)
+    tap.ok(both == {1: {5, 6}}, "pivot_table: source 1 lists what its pivot pieces mean, frequent ones left out",
+           detail=str(both))
+    best = make_shortlist.pivot_table(C_pivot, n_pivot, C_target, n_target, frequent, top=1, via=3)
+    tap.ok(best == {1: {5}}, "pivot_table: top 1 keeps the target of highest p(e | s) p(t | e)", detail=str(best))
 
 
 def main():
@@ -80,6 +116,28 @@ def main():
             out, err, rc = translate(binary, built, ["A man is riding a bike.", "Two dogs play in the snow."])
             tap.ok(rc == 0 and len(out) == 2 and all(out) and "vocabulary shortlist" in err,
                    "the built shortlist translates", detail=f"{rc} {out} {err[-500:]}")
+            plain = pieces_per_source(binary, built)
+            r = subprocess.run(tool + ["--pivot", "30"], capture_output=True, text=True, timeout=600)
+            pivoted = pieces_per_source(binary, built)
+            tap.ok(r.returncode == 0 and "pivot 30 through en" in r.stderr and plain and pivoted and pivoted > plain,
+                   "make_shortlist.py build --pivot lists more pieces a source piece",
+                   detail=f"{plain} -> {pivoted}: {r.stderr[-600:]}")
+        check_pivot_table()
+
+        # --- check -----------------------------------------------------------------------
+        if not os.path.isfile(os.path.join(m30k, "test_2016_flickr.en.gz")):
+            tap.skip(f"no Multi30k test set under {m30k}: make_shortlist.py check not run")
+        else:
+            tool = [sys.executable, os.path.join(REPO, "tools", "make_shortlist.py"), "check", source,
+                    "--shared", shared, "--sets", "multi30k/test_2016_flickr", "--limit", "4"]
+            r = subprocess.run(tool + ["--directions", "en-de,fr-cs"], capture_output=True, text=True, timeout=600)
+            rows = [ln.split("|")[2].strip() for ln in r.stdout.splitlines() if ln.startswith("| multi30k")]
+            tap.ok(r.returncode == 0 and rows == ["en-de", "fr-cs"] and "over 2 directions" in r.stdout,
+                   "make_shortlist.py check --directions measures those directions only",
+                   detail=r.stdout[-800:] + r.stderr[-400:])
+            r = subprocess.run(tool + ["--directions", "xx-yy"], capture_output=True, text=True, timeout=600)
+            tap.ok(r.returncode == 2 and "no direction" in r.stderr,
+                   "make_shortlist.py check: directions no set has are refused", detail=r.stdout + r.stderr)
 
         # --- translate on the shipped model --------------------------------------
         if not os.path.isfile(os.path.join(source, "shortlist.bin")):
