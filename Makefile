@@ -183,7 +183,7 @@ train-continue: deps-train
 	@mkdir -p $(RUN)
 	$(PYTHON) tools/train.py spm --derive-from $(MODEL)/sentencepiece.model --out $(RUN)/spm
 	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(RUN)/spm.model \
-	  --init-from $(MODEL) --run $(RUN) --time-budget $(TRAIN_BUDGET) --max-tokens 24000 --multi30k-share 0.25 \
+	  --init-from $(MODEL) --run $(RUN) --time-budget $(TRAIN_BUDGET) --max-tokens 24000 --multi30k-share 0.25 --pivot-share 0.15 \
 	  $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --checkpoint $(RUN)/checkpoint.pt --out $(TRAIN_OUT)
 	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)'"

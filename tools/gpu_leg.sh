@@ -15,12 +15,12 @@
 # the floor tests). On an H200 (2026-12-04): 24,000-token batches at 200,000-250,000
 # target tokens/s, 3,340 steps in 4.5 minutes, then 1,275 cooldown steps.
 # Environment: GPUDATA (default .gpudata), MT (tokens a batch, 24000), H1 (0.085),
-# H2 (0.045), COOL (100), M30K (the Multi30k share, 0.25), OUT (where results go; required).
+# H2 (0.045), COOL (100), M30K (the Multi30k share, 0.25), PIVOT (the pivot share, 0.15), OUT (where results go; required).
 cd "$(dirname "$0")/.." || exit 1
 : "${OUT:?set OUT to a folder for the results}"
 export PYTHONUNBUFFERED=1
 G=${GPUDATA:-.gpudata}
-D="--data $G/multi30k --general $G/general --spm models/default/sentencepiece.model --amp auto --threads 8 --max-tokens ${MT:-24000} --multi30k-share ${M30K:-0.25}"
+D="--data $G/multi30k --general $G/general --spm models/default/sentencepiece.model --amp auto --threads 8 --max-tokens ${MT:-24000} --multi30k-share ${M30K:-0.25} --pivot-share ${PIVOT:-0.15}"
 nvidia-smi -L 2>/dev/null
 python3 tools/train.py train $D --run runs/gpu --time-budget "${H1:-0.085}" --init-from models/default >"$OUT/main.log" 2>&1
 echo "main rc=$?"; tail -4 "$OUT/main.log"

@@ -172,11 +172,12 @@ def cmd_train(args):
     if args.general:
         # General-domain pairs (both directions) mixed with Multi30k, balanced by
         # temperature sampling, plus the robustness augmentation (tools/dmt/data.py).
-        texts = D.read_general(args.general, "train")
+        texts = general_texts(args)
         general = D.encode_general(sp, texts, cache, args.max_len)
         if not general:
             raise SystemExit(f"train: no general-domain pairs under {args.general}/train")
-        log("general data: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in general.items()))
+        log("general data: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in general.items()) +
+            (f" (joined through English: {args.pivot_share:.0%} of the examples)" if args.pivot_share > 0 else ""))
     bleu_fn, bleu_name = load_bleu()
     log(f"validation BLEU: {bleu_name}")
     ids = D.lang_ids(sp)
@@ -192,6 +193,9 @@ def cmd_train(args):
     if not 0 < args.multi30k_share <= 1 or (args.multi30k_share < 1 and not args.general):
         raise SystemExit("train: --multi30k-share is a fraction in (0, 1], and below 1 only with --general "
                          "(Multi30k alone is the whole run)")
+    if not 0 <= args.pivot_share < 1 or (args.pivot_share > 0 and not args.general):
+        raise SystemExit("train: --pivot-share is a fraction in [0, 1), and above 0 only with --general "
+                         "(the pairs are joined from the general data)")
     if args.cooldown and not args.resume:
         raise SystemExit("train: --cooldown continues a run with its optimizer: give --resume CHECKPOINT "
                          "(a run's checkpoint.pt) and a new --run for the branch")
@@ -226,9 +230,10 @@ def cmd_train(args):
         torch.backends.cuda.matmul.allow_tf32 = True
         log(f"device {torch.cuda.get_device_name(dev)}, autocast {amp}")
     if general is not None:
+        joined = ", de-fr, de-cs, fr-cs joined through identical English sentences" if args.pivot_share > 0 else ""
         cfg["source"] = dict(cfg.get("source") or {}, recipe="tools/train.py",
-                             data="multi30k task1 train (12 directions) + general-domain en-de, en-fr, en-cs "
-                                  "(both directions; Tatoeba, WMT news), case and pass-through augmentation")
+                             data="multi30k task1 train (12 directions) + general-domain en-de, en-fr, en-cs"
+                                  f"{joined} (both directions; Tatoeba, WMT news), case and pass-through augmentation")
     model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
                         activation_dropout=args.activation_dropout)
     if init is None and not state:
@@ -243,7 +248,7 @@ def cmd_train(args):
         pairs = D.PairBatcher(sp, general, texts, args.max_tokens, args.max_len,
                               epoch_examples=args.general_examples, temperature=args.temperature,
                               case_share=args.case_share, span_share=args.span_share,
-                              keep_below=args.general_max_pieces)
+                              keep_below=args.general_max_pieces, joined_share=args.pivot_share)
         pairs.rng = batcher.rng  # one generator: the saved epoch_rng covers both
 
     def new_epoch():
@@ -480,6 +485,15 @@ def cmd_train(args):
         f"{cpu_hours():.2f} CPU hours, best mean val BLEU {best:.2f}")
 
 
+def general_texts(args):
+    """The general-domain training pairs, and with --pivot-share those joined through
+    English (dmt.data.join_through)."""
+    texts = D.read_general(args.general, "train")
+    if getattr(args, "pivot_share", 0.0) > 0:
+        texts.update(D.join_through(texts))
+    return texts
+
+
 def bench_batches(args, sp, n):
     """The first n batches of a training epoch as the run would see them (Multi30k and
     general data mixed, augmentation included): [(n_targets, src, prev, tgt)]."""
@@ -488,9 +502,10 @@ def bench_batches(args, sp, n):
     batcher = D.Batcher(D.encode_split(sp, args.data, "train", cache, args.max_len), args.max_tokens, seed=1)
     pairs = None
     if args.general:
-        texts = D.read_general(args.general, "train")
+        texts = general_texts(args)
         pairs = D.PairBatcher(sp, D.encode_general(sp, texts, cache, args.max_len), texts, args.max_tokens,
-                              args.max_len, epoch_examples=args.general_examples, seed=1)
+                              args.max_len, epoch_examples=args.general_examples, seed=1,
+                              joined_share=getattr(args, "pivot_share", 0.0))
         pairs.rng = batcher.rng
     # The run's epoch, its whole general sample (length buckets as narrow as the run's)
     # beside its share of Multi30k. (A whole Multi30k epoch beside 40,000 general
@@ -568,7 +583,7 @@ def cmd_bench(args):
                "--max-tokens", str(max_tokens), "--steps", str(args.steps), "--warmup", str(args.warmup),
                "--memory-ceiling", ceiling, "--allocator", allocator,
                "--data", args.data, "--spm", args.spm, "--general-examples", str(args.general_examples),
-               "--multi30k-share", str(args.multi30k_share)]
+               "--multi30k-share", str(args.multi30k_share), "--pivot-share", str(args.pivot_share)]
         for flag in ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads"):
             cmd += ["--" + flag.replace("_", "-"), str(getattr(args, flag))]
         if args.general:
@@ -681,8 +696,11 @@ def cmd_export(args):
     # the data mix the run ended with: the share of each Multi30k epoch beside the general data
     cfg["source"].pop("multi30k_share", None)
     run_args = state.get("args") or {}
+    cfg["source"].pop("pivot_share", None)
     if run_args.get("general"):
         cfg["source"]["multi30k_share"] = run_args.get("multi30k_share", 1.0)
+        if run_args.get("pivot_share"):
+            cfg["source"]["pivot_share"] = run_args["pivot_share"]
     # exporting over a shipped model directory (a new snapshot of models/default) keeps
     # what was chosen for it there: decoding options the recipe does not set
     # (all_caps, alignment_layer, ...) and the hand-written history in source.notes
@@ -802,6 +820,9 @@ def main(argv=None):
                    help="directed general examples sampled per epoch (one Multi30k epoch, or --multi30k-share of one, rides along)")
     p.add_argument("--multi30k-share", type=float, default=1.0, metavar="F",
                    help="with --general: the part of each Multi30k epoch kept (random batches; 1: all)")
+    p.add_argument("--pivot-share", type=float, default=0.0, metavar="F",
+                   help="with --general: this part of the general examples from de-fr, de-cs and fr-cs pairs "
+                        "joined where the training pairs share an English sentence (0: none)")
     p.add_argument("--temperature", type=float, default=2.0,
                    help="direction sampling weight n^(1/T): 1 = as in the data, higher = flatter")
     p.add_argument("--case-share", type=float, default=0.05, help="extra re-cased pairs (UPPER/lower/Title)")
@@ -826,6 +847,7 @@ def main(argv=None):
     p.add_argument("--general-examples", type=int, default=400000,
                    help="the run's --general-examples: the epoch the batches are drawn from")
     p.add_argument("--multi30k-share", type=float, default=0.25, help="the run's --multi30k-share")
+    p.add_argument("--pivot-share", type=float, default=0.0, help="the run's --pivot-share")
     p.add_argument("--out", help="also write the rows as JSON here")
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="with --one: torch.profiler's N most costly operators over the timed steps (stderr)")

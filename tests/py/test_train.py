@@ -188,6 +188,45 @@ def test_general_pairs():
     random.seed(0)
 
 
+def test_joined_pairs():
+    """--pivot-share: de-fr (etc.) pairs joined where en-de and en-fr share an English
+    sentence, and their set share of each epoch."""
+    texts = {("en", "de"): (["A.", "B.", "C.", "A.", "Tom.", "Only de."], ["a-de", "b-de", "c-de", "a2-de", "Tom.", "x-de"]),
+             ("en", "fr"): (["C.", "A.", "A.", "D.", "Tom.", "B."], ["c-fr", "a-fr", "a2-fr", "d-fr", "Tom.", "b-fr"])}
+    joined = D.join_through(texts)
+    tap.ok(joined == {("de", "fr"): (["c-de", "a-de", "b-de"], ["c-fr", "a-fr", "b-fr"])},
+           "join_through: pairs sharing an English sentence, joined once with the first translation of each "
+           "side, in the second pair's order; identical sides (Tom.) and unshared sentences left out",
+           detail=str(joined))
+    tap.ok(D.join_through({("en", "de"): texts[("en", "de")]}) == {},
+           "join_through: one pair joins nothing")
+
+    sp = FakeSP()
+    texts, general = {}, {}
+    for (a, b), n in ((("en", "de"), 400), (("en", "fr"), 300), (("de", "fr"), 60)):
+        la, lb = [f"{a} s {i}." for i in range(n)], [f"{b} t {i}." for i in range(n)]
+        texts[(a, b)] = (la, lb)
+        general[(a, b)] = ([np.asarray(x, np.int32) for x in sp.encode(la)],
+                           [np.asarray(x, np.int32) for x in sp.encode(lb)])
+    pb = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=4000, case_share=0, span_share=0,
+                       seed=3, joined_share=0.2)
+    pb.epoch(IDS)
+    mix = pb.last_mix
+    n_joined = mix["de-fr"]["examples"] + mix["fr-de"]["examples"]
+    total = sum(v["examples"] for k, v in mix.items() if "-" in k)
+    tap.ok(abs(n_joined - 0.2 * total) <= 2 and mix["de-fr"].get("joined") and mix["fr-de"].get("joined")
+           and not mix["en-de"].get("joined") and mix["en-de"]["examples"] > mix["en-fr"]["examples"],
+           "joined_share 0.2: the joined directions hold a fifth of the examples, flagged in the mix; "
+           "the English pairs share the rest by temperature", detail=str(mix))
+    tap.ok(not D.check_mix(mix, 0.15),
+           "the mix check leaves out the joined directions (their share is set, not drowned)",
+           detail=str(D.check_mix(mix, 0.15)))
+    pb0 = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=4000, case_share=0, span_share=0, seed=3)
+    pb0.epoch(IDS)
+    tap.ok(pb0.last_mix["de-fr"]["examples"] == 0 and pb0.last_mix["en-de"]["examples"] > 0,
+           "joined_share 0: joined pairs given to the batcher get no examples", detail=str(pb0.last_mix))
+
+
 def test_split_digits_vocab():
     """The digit-split copy of a vocabulary that merges digits (the captions model's;
     the default model's splits them already): numbers become one piece a digit,
@@ -351,6 +390,7 @@ def main():
     test_amp_choice()
     test_batches()
     test_general_pairs()
+    test_joined_pairs()
     test_split_digits_vocab()
     test_loss()
     test_loss_gradients()
@@ -672,6 +712,11 @@ def test_end_to_end():
                     + common)
         tap.ok(share.returncode != 0 and "--multi30k-share" in share.stderr and "--general" in share.stderr,
                "--multi30k-share below 1 without --general is refused, saying why", detail=share.stderr[-500:])
+        for value in ("0.2", "1"):
+            pivot = run(["train", "--run", os.path.join(tmp, "pivot"), "--max-steps", "1", "--pivot-share", value]
+                        + common)
+            tap.ok(pivot.returncode != 0 and "--pivot-share" in pivot.stderr,
+                   f"--pivot-share {value} without --general is refused, saying why", detail=pivot.stderr[-500:])
         too_many = run(["average", "--run", os.path.join(tmp, "whole"), "--last", "4"])
         tap.ok(too_many.returncode != 0 and "3 snapshots" in too_many.stderr,
                "average --last beyond the snapshots kept is refused, saying how many there are",
@@ -705,14 +750,15 @@ def test_end_to_end():
                "an export over a model directory keeps its source.notes; a Multi30k-only run has no Multi30k share",
                detail=f"{src}")
         mixed = load_state(os.path.join(tmp, "whole", "checkpoint.pt"))
-        mixed["args"] = dict(mixed["args"], general="../general", multi30k_share=0.25)
+        mixed["args"] = dict(mixed["args"], general="../general", multi30k_share=0.25, pivot_share=0.15)
         torch.save(mixed, os.path.join(tmp, "mixed.pt"))
         mixed_out = os.path.join(tmp, "mixed-model")
         ex = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint", os.path.join(tmp, "mixed.pt"),
                   "--out", mixed_out])
         msrc = json.load(open(os.path.join(mixed_out, "config.json")))["source"] if ex.returncode == 0 else {}
-        tap.ok(msrc.get("multi30k_share") == 0.25 and "notes" not in msrc,
-               "a run with general data: the export records its Multi30k share", detail=f"{msrc} {ex.stderr[-500:]}")
+        tap.ok(msrc.get("multi30k_share") == 0.25 and msrc.get("pivot_share") == 0.15 and "notes" not in msrc,
+               "a run with general data: the export records its Multi30k share and its pivot share",
+               detail=f"{msrc} {ex.stderr[-500:]}")
         more = run(["train", "--run", os.path.join(tmp, "more"), "--max-steps", "7", "--init-from", out] + common)
         c = load_state(os.path.join(tmp, "more", "checkpoint.pt")) if more.returncode == 0 else {}
         tap.ok(src.get("step") == 6 and src.get("target_tokens", 0) == a["tokens"] > 0 and src.get("cpu_hours", 0) > 0

@@ -235,13 +235,42 @@ def read_general(general_dir, split="train", pairs=GENERAL_PAIRS):
     return out
 
 
+def join_through(texts, pivot="en"):
+    """Pairs between the languages paired with `pivot`, joined where both pairs hold the
+    same pivot sentence (WMT's newstest is multi-way parallel; Tatoeba shares many
+    English sentences): read_general's {(pivot, x): ...} -> {(x, y): (lines_x, lines_y)},
+    x before y in texts' order. A pivot sentence is joined once, with its first
+    translation on each side; pairs whose two sides are the same text are left out
+    (names, numbers: nothing to learn between the languages)."""
+    others = [b for a, b in texts if a == pivot]
+    out = {}
+    for i, x in enumerate(others):
+        first_x = {}
+        for e, t in zip(*texts[(pivot, x)]):
+            first_x.setdefault(e, t)
+        for y in others[i + 1:]:
+            lx, ly, seen = [], [], set()
+            for e, t in zip(*texts[(pivot, y)]):
+                if e in first_x and e not in seen and first_x[e] != t:
+                    seen.add(e)
+                    lx.append(first_x[e])
+                    ly.append(t)
+            if lx:
+                out[(x, y)] = (lx, ly)
+    return out
+
+
 def encode_general(sp, texts, cache, max_len=128):
     """texts: read_general's {(a, b): (lines_a, lines_b)} -> {(a, b): (ids_a, ids_b)}
-    (lists of int32 arrays), cached as .npz under cache."""
+    (lists of int32 arrays), cached as .npz under cache (encoded again when the cache
+    holds another number of lines: the text changed)."""
     out = {}
     for (a, b), (la, lb) in texts.items():
-        ids = encode_cached(sp, os.path.join(cache, f"general-{a}-{b}.npz"), ("a", "b"),
-                            lambda: {"a": la, "b": lb}, max_len)
+        path = os.path.join(cache, f"general-{a}-{b}.npz")
+        ids = encode_cached(sp, path, ("a", "b"), lambda: {"a": la, "b": lb}, max_len)
+        if len(ids["a"]) != len(la) or len(ids["b"]) != len(lb):
+            os.remove(path)
+            ids = encode_cached(sp, path, ("a", "b"), lambda: {"a": la, "b": lb}, max_len)
         out[(a, b)] = (ids["a"], ids["b"])
     return out
 
@@ -347,15 +376,19 @@ class PairBatcher:
     pair) gets a share of `epoch_examples` proportional to n^(1/temperature) (n = pairs
     in the language pair), so the small en-cs pair is up-sampled rather than drowned;
     then `augment_share` more examples are made by `augment` from a sample of the text.
+    Pairs without the pivot language (join_through's) together get `joined_share` of
+    the examples, shared among them by the same weights, the pairs with it the rest.
     An example is (src ids, tgt ids, target language).
     """
 
     def __init__(self, sp, general, texts, max_tokens, max_len=128, epoch_examples=400000,
-                 temperature=2.0, case_share=0.05, span_share=0.05, seed=1, keep_below=0):
+                 temperature=2.0, case_share=0.05, span_share=0.05, seed=1, keep_below=0,
+                 joined_share=0.0, pivot="en"):
         self.sp, self.general, self.texts = sp, general, texts
         self.max_tokens, self.max_len = max_tokens, max_len
         self.epoch_examples, self.temperature = epoch_examples, temperature
         self.case_share, self.span_share = case_share, span_share
+        self.joined_share, self.pivot = joined_share, pivot
         self.rng = np.random.default_rng(seed)
         self.last_mix = {}
         # keep_below > 0: only pairs with both sides shorter than this many pieces
@@ -381,9 +414,17 @@ class PairBatcher:
             out.append((b, a, ib, ia, tb, ta))
         return out
 
+    def joined(self, src, tgt):
+        """Whether the direction src-tgt comes from pairs joined through the pivot."""
+        return self.pivot not in (src, tgt)
+
     def shares(self):
         dirs = self.directions()
-        w = np.array([len(d[2]) ** (1.0 / self.temperature) for d in dirs])
+        w = np.array([len(d[2]) ** (1.0 / self.temperature) for d in dirs], dtype=np.float64)
+        joined = np.array([self.joined(d[0], d[1]) for d in dirs])
+        if joined.any() and not joined.all():
+            w[~joined] *= (1.0 - self.joined_share) / w[~joined].sum()
+            w[joined] *= self.joined_share / w[joined].sum()
         return dirs, w / w.sum()
 
     def epoch(self, ids):
@@ -400,6 +441,8 @@ class PairBatcher:
             for i in self.rng.choice(len(st), size=min(m, len(st)), replace=False):
                 text_pairs.append((st[i], tt[i], t))
             mix[f"{s}-{t}"] = {"examples": k, "target_tokens": int(sum(len(ti[i]) + 1 for i in idx))}
+            if self.joined(s, t):
+                mix[f"{s}-{t}"]["joined"] = True
         extra = 0
         by_tgt = {}
         for s_, t_, tl in text_pairs:
@@ -471,8 +514,9 @@ def epoch_batches(batcher, pairs, ids, multi30k_share=1.0):
 
 def check_mix(mix, min_share=0.08):
     """The direction mix of one epoch (PairBatcher.last_mix) -> list of problems: a
-    direction with less than min_share of the target tokens is drowned by the others."""
-    dirs = {k: v for k, v in mix.items() if "-" in k}
+    direction with less than min_share of the target tokens is drowned by the others.
+    Directions joined through the pivot are left out: their share is set (joined_share)."""
+    dirs = {k: v for k, v in mix.items() if "-" in k and not v.get("joined")}
     total = sum(v["target_tokens"] for v in dirs.values()) or 1
     return [f"{k}: {v['target_tokens'] / total:.1%} of target tokens (< {min_share:.0%})"
             for k, v in sorted(dirs.items()) if v["target_tokens"] / total < min_share]
