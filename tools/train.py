@@ -70,7 +70,7 @@ from dmt.objective import to_device, train_step  # noqa: E402
 from dmt.precision import pick_amp, pick_device  # noqa: E402
 from dmt.runlog import fmt_dur, log  # noqa: E402
 from dmt.runstate import average_states, list_snapshots, load_state, save_atomic  # noqa: E402
-from dmt.validation import build_val_sets, nll_per_set, validate  # noqa: E402
+from dmt.validation import build_val_sets, joined_val_sets, nll_per_set, validate  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -657,20 +657,26 @@ def cmd_nll(args):
                          f"of {', '.join(D.LANGS)}")
     sets = build_val_sets(sp, a["data"], cache, a["max_len"], args.val_lines, general, args.general_val_lines,
                           directions)
+    if general:
+        # de-cs and cs-de: reported, not in "mean general", which stays the six English directions
+        sets += joined_val_sets(sp, general, args.general_val_lines, a["max_len"])
     names = [v[0] for v in sets]
     rows = []
     for path, st in states:
         model = Transformer(st["cfg"])
         model.load_state_dict(st["model"])
         per = nll_per_set(model, sp, sets, batch=args.batch, amp=st.get("amp"))
-        m30k = [per[n] for n in names if not n.startswith("g:")]
+        m30k = [per[n] for n in names if ":" not in n]
         gen = [per[n] for n in names if n.startswith("g:")]
+        joined = [per[n] for n in names if n.startswith("j:")]
         per["mean multi30k"] = sum(m30k) / len(m30k)
-        beside = [per[n] for n in names if not n.startswith("g:") and "en" not in n.split("-")]
+        beside = [per[n] for n in names if ":" not in n and "en" not in n.split("-")]
         if beside:
             per["mean multi30k without en"] = sum(beside) / len(beside)
         if gen:
             per["mean general"] = sum(gen) / len(gen)
+        if joined:
+            per["mean joined"] = sum(joined) / len(joined)
         rows.append({"checkpoint": path, "step": st["step"], "nll": per})
         log(f"{path} (step {st['step']}): " + " ".join(f"{k} {v:.4f}" for k, v in per.items()))
     if args.out:

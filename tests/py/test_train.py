@@ -226,6 +226,24 @@ def test_joined_pairs():
     tap.ok(pb0.last_mix["de-fr"]["examples"] == 0 and pb0.last_mix["en-de"]["examples"] > 0,
            "joined_share 0: joined pairs given to the batcher get no examples", detail=str(pb0.last_mix))
 
+    # the dev pairs train.py nll reports as j:de-cs and j:cs-de
+    from dmt.validation import joined_val_sets
+    tmp = tempfile.mkdtemp(prefix="deepmt-joined-")
+    try:
+        os.makedirs(os.path.join(tmp, "dev"))
+        files = {"en-de.en": ["One.", "Two.", "Three."], "en-de.de": ["Eins.", "Zwei.", "Drei."],
+                 "en-cs.en": ["Two.", "Four.", "One."], "en-cs.cs": ["Dva.", "Čtyři.", "Jedna."]}
+        for name, lines in files.items():
+            with open(os.path.join(tmp, "dev", name), "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+        sets = joined_val_sets(sp, tmp, 10)
+        tap.ok([v[0] for v in sets] == ["j:de-cs", "j:cs-de"] and sets[0][3] == ["Dva.", "Jedna."]
+               and sets[1][3] == ["Zwei.", "Eins."] and sets[0][1] == sp.encode(["Zwei.", "Eins."]),
+               "joined_val_sets: the dev pairs joined through English, both directions, named j:",
+               detail=str([(v[0], v[3]) for v in sets]))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
 
 def test_split_digits_vocab():
     """The digit-split copy of a vocabulary that merges digits (the captions model's;

@@ -59,6 +59,21 @@ def general_val_sets(sp, general_dir, n, max_len=128):
     return sets
 
 
+def joined_val_sets(sp, general_dir, n, max_len=128):
+    """The dev pairs between German, French and Czech that the general dev data joins
+    through identical English sentences (D.join_through; newstest2018 gives de-cs),
+    both directions, named j:de-cs etc.: the directions --pivot-share trains."""
+    sets = []
+    for (a, b), (la, lb) in D.join_through(D.read_general(general_dir, "dev")).items():
+        step = max(1, len(la) // n)
+        la, lb = la[::step][:n], lb[::step][:n]
+        ia = [x[:max_len] for x in sp.encode(la, out_type=int)]
+        ib = [x[:max_len] for x in sp.encode(lb, out_type=int)]
+        sets.append((f"j:{a}-{b}", ia, ib, lb, b))
+        sets.append((f"j:{b}-{a}", ib, ia, la, a))
+    return sets
+
+
 @torch.no_grad()
 def build_val_sets(sp, data, cache, max_len, val_lines, general=None, general_val_lines=0,
                    directions=VAL_DIRECTIONS):
