@@ -45,33 +45,31 @@ def multi30k_val_sets(val, val_text, n, directions=VAL_DIRECTIONS):
     return [(f"{s}-{t}", val[s][:n], val[t][:n], val_text[t][:n], t) for s, t in directions]
 
 
-def general_val_sets(sp, general_dir, n, max_len=128):
-    """Validation sets on the general dev data (news; en-cs also Tatoeba), both directions:
-    named g:en-de etc. Lines are taken evenly over the file (the en-cs file ends with Tatoeba)."""
+def pair_val_sets(sp, texts, n, prefix, max_len=128):
+    """{(a, b): (lines_a, lines_b)} -> validation sets in both directions, named
+    PREFIX:a-b; n lines taken evenly over each file (the en-cs file ends with Tatoeba)."""
     sets = []
-    for (a, b), (la, lb) in D.read_general(general_dir, "dev").items():
+    for (a, b), (la, lb) in texts.items():
         step = max(1, len(la) // n)
         la, lb = la[::step][:n], lb[::step][:n]
         ia = [x[:max_len] for x in sp.encode(la, out_type=int)]
         ib = [x[:max_len] for x in sp.encode(lb, out_type=int)]
-        sets.append((f"g:{a}-{b}", ia, ib, lb, b))
-        sets.append((f"g:{b}-{a}", ib, ia, la, a))
+        sets.append((f"{prefix}:{a}-{b}", ia, ib, lb, b))
+        sets.append((f"{prefix}:{b}-{a}", ib, ia, la, a))
     return sets
+
+
+def general_val_sets(sp, general_dir, n, max_len=128):
+    """Validation sets on the general dev data (news; en-cs also Tatoeba), both
+    directions: named g:en-de etc."""
+    return pair_val_sets(sp, D.read_general(general_dir, "dev"), n, "g", max_len)
 
 
 def joined_val_sets(sp, general_dir, n, max_len=128):
     """The dev pairs between German, French and Czech that the general dev data joins
     through identical English sentences (D.join_through; newstest2018 gives de-cs),
     both directions, named j:de-cs etc.: the directions --pivot-share trains."""
-    sets = []
-    for (a, b), (la, lb) in D.join_through(D.read_general(general_dir, "dev")).items():
-        step = max(1, len(la) // n)
-        la, lb = la[::step][:n], lb[::step][:n]
-        ia = [x[:max_len] for x in sp.encode(la, out_type=int)]
-        ib = [x[:max_len] for x in sp.encode(lb, out_type=int)]
-        sets.append((f"j:{a}-{b}", ia, ib, lb, b))
-        sets.append((f"j:{b}-{a}", ib, ia, la, a))
-    return sets
+    return pair_val_sets(sp, D.join_through(D.read_general(general_dir, "dev")), n, "j", max_len)
 
 
 @torch.no_grad()
