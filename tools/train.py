@@ -490,7 +490,11 @@ def general_texts(args):
     English (dmt.data.join_through)."""
     texts = D.read_general(args.general, "train")
     if getattr(args, "pivot_share", 0.0) > 0:
-        texts.update(D.join_through(texts))
+        joined = D.join_through(texts)
+        if not joined:
+            raise SystemExit(f"train: --pivot-share {args.pivot_share}: no pairs under {args.general}/train share "
+                             "an English sentence (it needs two of en-de, en-fr, en-cs), so there is nothing to join")
+        texts.update(joined)
     return texts
 
 

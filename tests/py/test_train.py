@@ -735,6 +735,15 @@ def test_end_to_end():
                         + common)
             tap.ok(pivot.returncode != 0 and "--pivot-share" in pivot.stderr,
                    f"--pivot-share {value} without --general is refused, saying why", detail=pivot.stderr[-500:])
+        lone = os.path.join(tmp, "lone-general")
+        os.makedirs(os.path.join(lone, "train"))
+        for lang, lines in (("en", ["A dog.", "A cat."]), ("de", ["Ein Hund.", "Eine Katze."])):
+            with open(os.path.join(lone, "train", f"en-de.{lang}"), "w") as f:
+                f.write("\n".join(lines) + "\n")
+        pivot = run(["train", "--run", os.path.join(tmp, "pivot"), "--max-steps", "1", "--pivot-share", "0.2",
+                     "--general", lone] + common)
+        tap.ok(pivot.returncode != 0 and "nothing to join" in pivot.stderr,
+               "--pivot-share with one English pair is refused: nothing to join", detail=pivot.stderr[-500:])
         too_many = run(["average", "--run", os.path.join(tmp, "whole"), "--last", "4"])
         tap.ok(too_many.returncode != 0 and "3 snapshots" in too_many.stderr,
                "average --last beyond the snapshots kept is refused, saying how many there are",
