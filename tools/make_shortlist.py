@@ -18,8 +18,9 @@ its source pieces themselves (names and numbers are copied) and </s>.
 Directions without general-domain pairs of their own (de-fr, cs-de, ...) would list
 only what captions taught; --pivot N adds, for every target language but the pivot
 (--pivot-language, en), each source piece's N target pieces of highest p(t | s)
-composed through the pivot, sum over e of p(e | s) p(t | e), over its --pivot-via pivot pieces of highest
-p(e | s) (frequent pivot pieces such as "the" left out: they say little about s).
+composed through the pivot, sum over e of p(e | s) p(t | e), over its --pivot-via
+pivot pieces of highest p(e | s) (frequent pivot pieces such as "the" left out: they
+say little about s).
 
 `build` tokenizes the pairs with MODEL/sentencepiece.model (Multi30k's four line-
 aligned languages, all 12 directions; --general adds DIR/train/en-XX.{en,XX}.gz in
@@ -29,8 +30,8 @@ how many pieces a source piece lists and the pairs it counted.
 `check` translates the test sets' directions with and without the shortlist
 (`deepmt translate --no-shortlist`), at the precision the model runs by default, and
 prints the BLEU change per direction, its mean and worst, the share of identical
-translations and the time each took (--directions picks some; one run each: a hint, not a benchmark; `make
-bench` measures speed).
+translations and the time each took (--directions picks some; one run each: a hint,
+not a benchmark; `make bench` measures speed).
 
 Exit status: 0 done, 1 a translation failed, 2 bad usage or missing data.
 """
@@ -115,14 +116,20 @@ def count_pairs(sp, pairs, V, min_count):
     return C, n_src, freq, n_pairs
 
 
+def frequent_mask(V, frequent):
+    """[V] bool: the pieces allowed for every sentence, which no list repeats."""
+    skip = np.zeros(V, dtype=bool)
+    skip[list(frequent)] = True
+    return skip
+
+
 def rank_table(C, n_src, frequent, top, reverse, extra=None):
     """For each source piece s, its `top` target pieces by p(t | s), and each target
     piece t for the `reverse` source pieces s with the highest p(t | s) among all that
     co-occur with t (so that a rare target piece is listed under the source pieces
     that predict it best); frequent pieces left out: (start [V + 1], entries)."""
     V = C.shape[0]
-    skip = np.zeros(V, dtype=bool)
-    skip[list(frequent)] = True
+    skip = frequent_mask(V, frequent)
     lists = [set() for _ in range(V)]
     for s in range(V):
         row = C[s]
@@ -157,8 +164,8 @@ def pivot_table(C_pivot, n_src_pivot, C_target, n_src_target, frequent, top, via
     those into the target (both [V, V], as count_pairs returns). Frequent pieces are
     left out, as in rank_table: {source piece: set of target pieces}."""
     V = C_target.shape[0]
-    skip = np.zeros(V, dtype=bool)
-    skip[list(frequent)] = True
+    skip = frequent_mask(V, frequent)
+    k = min(via, V - 1)
     p_target = C_target.astype(np.float32) / np.maximum(n_src_target, 1)[:, None].astype(np.float32)
     lists = {}
     chunk = 64  # p_target gathered for 64 source pieces x `via` pivots at once: 80 MB
@@ -166,10 +173,8 @@ def pivot_table(C_pivot, n_src_pivot, C_target, n_src_target, frequent, top, via
         hi = min(V, lo + chunk)
         p_pivot = C_pivot[lo:hi].astype(np.float32) / np.maximum(n_src_pivot[lo:hi], 1)[:, None].astype(np.float32)
         p_pivot[:, skip] = 0  # a frequent pivot piece ("the", ".") says little about s
-        k = min(via, V - 1)
         idx = np.argpartition(-p_pivot, k, axis=1)[:, :k]
         w = np.take_along_axis(p_pivot, idx, axis=1)
-        w[w <= 0] = 0
         score = np.einsum("ck,ckv->cv", w, p_target[idx])
         score[:, skip] = 0
         for r in range(hi - lo):

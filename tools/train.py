@@ -489,7 +489,7 @@ def general_texts(args):
     """The general-domain training pairs, and with --pivot-share those joined through
     English (dmt.data.join_through)."""
     texts = D.read_general(args.general, "train")
-    if getattr(args, "pivot_share", 0.0) > 0:
+    if args.pivot_share > 0:
         joined = D.join_through(texts)
         if not joined:
             raise SystemExit(f"train: --pivot-share {args.pivot_share}: no pairs under {args.general}/train share "
@@ -509,7 +509,7 @@ def bench_batches(args, sp, n):
         texts = general_texts(args)
         pairs = D.PairBatcher(sp, D.encode_general(sp, texts, cache, args.max_len), texts, args.max_tokens,
                               args.max_len, epoch_examples=args.general_examples, seed=1,
-                              joined_share=getattr(args, "pivot_share", 0.0))
+                              joined_share=args.pivot_share)
         pairs.rng = batcher.rng
     # The run's epoch, its whole general sample (length buckets as narrow as the run's)
     # beside its share of Multi30k. (A whole Multi30k epoch beside 40,000 general
