@@ -226,7 +226,10 @@ struct dmt_vocab {
     int V, words, cap;
     uint64_t *allow;  /* [cap][words] each sentence's candidates */
     int *n_allow;     /* [cap] how many */
-    int32_t **entry;  /* [cap][n_allow] their entries in a row (cols order); NULL: stale */
+    int *n_sample;    /* [cap] sample pieces outside each sentence's candidates */
+    float *sample_lw; /* [cap] log of the pieces outside its candidates each stands for */
+    int32_t **entry;  /* [cap][n_allow + n_sample] their entries in a row: the candidates
+                       * ascending, then the sample pieces outside; NULL: stale */
     char *in;         /* [cap] 0: not in, 1: in with its candidates, 2: in, needs the whole vocabulary */
     int *count;       /* [V] sentences in that need each piece */
     int n_needed;     /* pieces with count > 0 */
@@ -248,13 +251,16 @@ dmt_vocab *dmt_vocab_new(const dmt_shortlist *sl, int cap) {
     v->cap = cap;
     v->allow = calloc((size_t)cap * v->words, sizeof *v->allow);
     v->n_allow = calloc((size_t)cap, sizeof *v->n_allow);
+    v->n_sample = calloc((size_t)cap, sizeof *v->n_sample);
+    v->sample_lw = calloc((size_t)cap, sizeof *v->sample_lw);
     v->entry = calloc((size_t)cap, sizeof *v->entry);
     v->in = calloc((size_t)cap, 1);
     v->count = calloc((size_t)v->V, sizeof *v->count);
     v->cols = malloc((size_t)v->V * sizeof *v->cols);
     v->col_of = malloc((size_t)v->V * sizeof *v->col_of);
     v->tmp = malloc((size_t)v->V * sizeof *v->tmp);
-    if (!v->allow || !v->n_allow || !v->entry || !v->in || !v->count || !v->cols || !v->col_of || !v->tmp) {
+    if (!v->allow || !v->n_allow || !v->n_sample || !v->sample_lw || !v->entry || !v->in || !v->count || !v->cols ||
+        !v->col_of || !v->tmp) {
         dmt_vocab_free(v);
         return NULL;
     }
@@ -265,9 +271,24 @@ dmt_vocab *dmt_vocab_new(const dmt_shortlist *sl, int cap) {
 void dmt_vocab_free(dmt_vocab *v) {
     if (!v) return;
     for (int i = 0; v->entry && i < v->cap; i++) free(v->entry[i]);
-    free(v->allow); free(v->n_allow); free(v->entry); free(v->in); free(v->count); free(v->cols); free(v->col_of);
+    free(v->allow); free(v->n_allow); free(v->n_sample); free(v->sample_lw); free(v->entry); free(v->in);
+    free(v->count); free(v->cols); free(v->col_of);
     free(v->tmp);
     free(v);
+}
+
+static int allowed(const uint64_t *allow, int t) { return allow[t >> 6] >> (t & 63) & 1; }
+
+/* One more sentence in needs piece t. */
+static void need(dmt_vocab *v, int t) {
+    if (v->count[t]++ == 0) {
+        v->n_needed++;
+        if (v->n_cols && v->col_of[t] < 0) v->grow = 1;
+    }
+}
+
+static void unneed(dmt_vocab *v, int t) {
+    if (--v->count[t] == 0) v->n_needed--;
 }
 
 void dmt_vocab_join(dmt_vocab *v, int slot, int target, const int32_t *src, int src_len) {
@@ -280,17 +301,20 @@ void dmt_vocab_join(dmt_vocab *v, int slot, int target, const int32_t *src, int 
         return;
     }
     v->in[slot] = 1;
-    int n = 0;
+    int n = 0, ns = 0;
     for (int w = 0; w < v->words; w++)
         for (uint64_t bits = allow[w]; bits; bits &= bits - 1) {
-            int t = w * 64 + __builtin_ctzll(bits);
+            need(v, w * 64 + __builtin_ctzll(bits));
             n++;
-            if (v->count[t]++ == 0) {
-                v->n_needed++;
-                if (v->n_cols && v->col_of[t] < 0) v->grow = 1;
-            }
+        }
+    for (int t = DMT_SHORTLIST_SAMPLE_AT; t < v->V; t += DMT_SHORTLIST_SAMPLE_EVERY)
+        if (!allowed(allow, t)) {
+            need(v, t);
+            ns++;
         }
     v->n_allow[slot] = n;
+    v->n_sample[slot] = ns;
+    v->sample_lw[slot] = ns ? logf((float)(v->V - n) / (float)ns) : 0.0f;
 }
 
 void dmt_vocab_leave(dmt_vocab *v, int slot) {
@@ -300,8 +324,9 @@ void dmt_vocab_leave(dmt_vocab *v, int slot) {
     } else {
         const uint64_t *allow = v->allow + (size_t)slot * v->words;
         for (int w = 0; w < v->words; w++)
-            for (uint64_t bits = allow[w]; bits; bits &= bits - 1)
-                if (--v->count[w * 64 + __builtin_ctzll(bits)] == 0) v->n_needed--;
+            for (uint64_t bits = allow[w]; bits; bits &= bits - 1) unneed(v, w * 64 + __builtin_ctzll(bits));
+        for (int t = DMT_SHORTLIST_SAMPLE_AT; t < v->V; t += DMT_SHORTLIST_SAMPLE_EVERY)
+            if (!allowed(allow, t)) unneed(v, t);
     }
     free(v->entry[slot]);
     v->entry[slot] = NULL;
@@ -324,7 +349,7 @@ static void drop_entries(dmt_vocab *v) {
 static int fill_entries(dmt_vocab *v) {
     for (int i = 0; i < v->cap; i++) {
         if (v->in[i] != 1 || v->entry[i]) continue;
-        int32_t *e = v->entry[i] = malloc((size_t)(v->n_allow[i] ? v->n_allow[i] : 1) * sizeof *e);
+        int32_t *e = v->entry[i] = malloc((size_t)(v->n_allow[i] + v->n_sample[i] + 1) * sizeof *e);
         if (!e) return -1;
         const uint64_t *allow = v->allow + (size_t)i * v->words;
         int n = 0;
@@ -333,6 +358,8 @@ static int fill_entries(dmt_vocab *v) {
                 int t = w * 64 + __builtin_ctzll(bits);
                 e[n++] = v->n_cols ? v->col_of[t] : t;
             }
+        for (int t = DMT_SHORTLIST_SAMPLE_AT; t < v->V; t += DMT_SHORTLIST_SAMPLE_EVERY)
+            if (!allowed(allow, t)) e[n++] = v->n_cols ? v->col_of[t] : t;
     }
     return 0;
 }
@@ -382,10 +409,13 @@ void dmt_vocab_row(const dmt_vocab *v, int slot, float *row) {
         return;
     }
     const int32_t *e = v->entry[slot];
-    int m = v->n_allow[slot];
-    float *x = v->tmp;
+    int m = v->n_allow[slot], ns = v->n_sample[slot];
+    float *x = v->tmp, lw = v->sample_lw[slot];
     for (int j = 0; j < m; j++) x[j] = row[e[j]];
-    dmt_log_softmax(x, 1, m); /* the kernels' vectorised one, over the candidates only */
+    for (int j = m; j < m + ns; j++) x[j] = row[e[j]] + lw; /* each stands for e^lw pieces */
+    /* the kernels' vectorised log-softmax over the candidates and the weighted sample:
+     * the candidates' entries come out normalised by the estimate (shortlist.h) */
+    dmt_log_softmax(x, 1, m + ns);
     for (int j = 0; j < n; j++) row[j] = -INFINITY;
     for (int j = 0; j < m; j++) row[e[j]] = x[j];
 }

@@ -12,6 +12,22 @@
  * the others in its batch. Optional: a model directory without MODEL_DIR/shortlist.bin
  * scores the whole vocabulary.
  *
+ * The normaliser. A softmax over the candidates alone would give each hypothesis the
+ * probability the model puts outside them back, most to the hypotheses heading for
+ * pieces the candidates lack, and the search would favour those (on Tatoeba en-cs that
+ * cost 0.46 BLEU against the whole vocabulary, all of it: masking the whole
+ * vocabulary's softmax to the same candidates cost nothing). The mass outside is
+ * estimated instead from a fixed sample of the vocabulary, every piece whose id is
+ * DMT_SHORTLIST_SAMPLE_AT modulo DMT_SHORTLIST_SAMPLE_EVERY: those of a sentence's
+ * sample pieces that are not its candidates are scored with them (never chosen), each
+ * standing for (pieces outside its candidates) / (sample pieces outside) pieces:
+ *
+ *   log p(t) = l_t - log(sum over candidates c of e^l_c
+ *                        + w * sum over sample pieces s outside of e^l_s)
+ *
+ * Ids follow SentencePiece's frequency order, so the sample spans rare and common
+ * pieces alike; it is the same for every sentence and batch. 
+ *
  * File format (little-endian, every field checked at load; docs/model-format.md):
  *
  *   offset  size          field
@@ -41,6 +57,11 @@
 #include "model/forward.h"
 
 #define DMT_SHORTLIST_FILE "shortlist.bin"
+#define DMT_SHORTLIST_SAMPLE_EVERY 32
+#define DMT_SHORTLIST_SAMPLE_AT 16
+
+/* 1 when piece t is in the normaliser's sample. */
+static inline int dmt_shortlist_in_sample(int t) { return t % DMT_SHORTLIST_SAMPLE_EVERY == DMT_SHORTLIST_SAMPLE_AT; }
 
 typedef struct dmt_shortlist dmt_shortlist;
 
@@ -64,12 +85,13 @@ const char *dmt_shortlist_describe(const dmt_shortlist *sl, char *buf, size_t le
 
 /* ---- the pieces a batch scores ----
  * Beam search keeps one dmt_vocab for its batch, in which sentences join and leave
- * (slots 0 .. cap-1, the search's sentence indices), each with its own candidates.
- * dmt_vocab_sync restricts the state's vocabulary (dmt_state_restrict_vocab) to their
- * union when that is worth it (not when a sentence has no table or the union is most
- * of the vocabulary); dmt_vocab_row then masks a log-probability row to its
- * sentence's own candidates and renormalises over them, so a sentence's scores are
- * the same whatever else is in the batch (up to rounding). */
+ * (slots 0 .. cap-1, the search's sentence indices), each with its own candidates and
+ * the sample pieces outside them. dmt_vocab_sync restricts the state's vocabulary
+ * (dmt_state_restrict_vocab) to their union when that is worth it (not when a sentence
+ * has no table or the union is most of the vocabulary); dmt_vocab_row then masks a
+ * row of logits to its sentence's own candidates and normalises it with the estimate
+ * above, so a sentence's scores are the same whatever else is in the batch (up to
+ * rounding). */
 typedef struct dmt_vocab dmt_vocab;
 
 /* NULL when out of memory. */
@@ -86,8 +108,9 @@ int dmt_vocab_sync(dmt_vocab *v, dmt_state *st);
 /* After a sync: the piece of each row entry (NULL: entry j is piece j) and *n the
  * row length; col_of[piece] (NULL when cols is) is its entry, -1 when not scored. */
 const int32_t *dmt_vocab_cols(const dmt_vocab *v, int *n, const int32_t **col_of);
-/* Masks a row of the last step to sentence slot's candidates (others -inf) and
- * renormalises it over them. A sentence without a table keeps its row as it is. */
+/* Turns a row of the last step's logits into log-probabilities: sentence slot's
+ * candidates normalised as above, every other piece -inf. A sentence without a table
+ * (or a slot not in): log-softmax over the whole row. */
 void dmt_vocab_row(const dmt_vocab *v, int slot, float *row);
 /* Restriction rebuilds so far (for tests and logs). */
 int dmt_vocab_rebuilds(const dmt_vocab *v);

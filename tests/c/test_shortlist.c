@@ -7,8 +7,9 @@
  * own pieces and </s>; a target without a table gets none.
  * Search (tests/fixtures/beam/deepnorm-6x6, 80 pieces, a random shortlist for de and
  * fr, none for en): greedy decoding by hand over the whole vocabulary, masked to the
- * sentence's candidates and renormalised, gives the shortlisted search's tokens and
- * scores; every token of every hypothesis is a candidate of its sentence; a sentence
+ * sentence's candidates and normalised by the sample's estimate (model/shortlist.h),
+ * gives the shortlisted search's tokens and scores (and normalising over the
+ * candidates alone would not); every token of every hypothesis is a candidate of its sentence; a sentence
  * alone = the same sentence in a batch of mixed languages (with and without tables)
  * and in a beam session; a shortlist that allows everything changes nothing; the
  * scored columns follow the sentences in the batch (dmt_vocab).
@@ -268,17 +269,27 @@ static int same_nbest(const dmt_nbest *a, const dmt_nbest *b, float tol) {
 static int near_tie(const dmt_nbest *a, const dmt_nbest *b) { return fminf(a->min_gap, b->min_gap) < 1e-4f; }
 
 /* Greedy decoding by hand over the whole vocabulary (no restriction on the state):
- * log-softmax, then the sentence's candidates only, renormalised, <pad>/<s> never,
+ * log-softmax, then the sentence's candidates only, normalised over them and the
+ * sample pieces outside them, each weighted by (pieces outside) / (sample pieces
+ * outside) (with_sample 0: over the candidates alone), <pad>/<s> never,
  * </s> not before min_len. The tokens into out, the count; *score the mean
  * log-probability (length penalty 1). */
 static int greedy_masked(dmt_state *st, const dmt_model *m, const int32_t *src, int len, int forced,
-                         const uint64_t *allow, const dmt_beam_options *o, int32_t *out, float *score) {
+                         const uint64_t *allow, int with_sample, const dmt_beam_options *o, int32_t *out,
+                         float *score) {
     const dmt_config *c = &m->cfg;
     int V = c->vocab_size, plen = forced >= 0 ? 2 : 1, hyp = 0, n = 0;
     int max_len = (int)floor((double)o->max_len_a * len + o->max_len_b);
     if (max_len > c->max_positions - plen + 1) max_len = c->max_positions - plen + 1;
     float *lp = malloc((size_t)V * sizeof *lp);
     char err[256];
+    int n_allow = 0, n_sample = 0;
+    for (int v = 0; v < V; v++) {
+        int in = allow[v / 64] >> (v % 64) & 1;
+        n_allow += in;
+        n_sample += !in && v % DMT_SHORTLIST_SAMPLE_EVERY == DMT_SHORTLIST_SAMPLE_AT;
+    }
+    double weight = with_sample && n_sample ? (double)(V - n_allow) / n_sample : 0;
     double total = 0;
     if (dmt_encode(st, 1, &src, &len, err, sizeof err) ||
         dmt_decode_begin(st, 1, &hyp, 1, plen + max_len, err, sizeof err)) {
@@ -293,7 +304,10 @@ static int greedy_masked(dmt_state *st, const dmt_model *m, const int32_t *src, 
         for (int v = 0; v < V; v++)
             if (allow[v / 64] >> (v % 64) & 1 && lp[v] > mx) mx = lp[v];
         for (int v = 0; v < V; v++)
-            if (allow[v / 64] >> (v % 64) & 1) sum += exp(lp[v] - mx);
+            if (allow[v / 64] >> (v % 64) & 1)
+                sum += exp(lp[v] - mx);
+            else if (v % DMT_SHORTLIST_SAMPLE_EVERY == DMT_SHORTLIST_SAMPLE_AT)
+                sum += weight * exp(lp[v] - mx);
         int best = -1;
         for (int v = 0; v < V; v++) {
             if (!(allow[v / 64] >> (v % 64) & 1)) continue;
@@ -324,14 +338,16 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
     g.beam_size = 1;
     g.max_repeats = 0;
     g.length_penalty = 1.0f;
-    int agree = 0, tried = 0, near = 0, ran = 1;
+    int agree = 0, tried = 0, near = 0, ran = 1, candidates_alone = 0;
     for (int i = 0; i < B && ran; i++) {
         if (!dmt_shortlist_sentence(sl, b.forced[i], b.src[i], b.len[i], allow)) continue;
-        int32_t hand[128];
-        float hand_score = 0;
-        int n = greedy_masked(st_plain, plain, b.src[i], b.len[i], b.forced[i], allow, &g, hand, &hand_score);
+        int32_t hand[128], alone[128];
+        float hand_score = 0, alone_score = 0;
+        int n = greedy_masked(st_plain, plain, b.src[i], b.len[i], b.forced[i], allow, 1, &g, hand, &hand_score);
+        int n_alone = greedy_masked(st_plain, plain, b.src[i], b.len[i], b.forced[i], allow, 0, &g, alone,
+                                    &alone_score);
         dmt_nbest got;
-        ran = n >= 0 && search(st, &b, i, 1, &g, &got) == 0;
+        ran = n >= 0 && n_alone >= 0 && search(st, &b, i, 1, &g, &got) == 0;
         if (!ran) break;
         tried++;
         if (got.hyps[0].n_tokens == n && !memcmp(got.hyps[0].tokens, hand, (size_t)n * sizeof *hand) &&
@@ -339,12 +355,16 @@ static void search_tests(const dmt_model *m, const dmt_model *plain, const dmt_s
             agree++;
         else if (got.min_gap < 1e-4f)
             near++;
+        candidates_alone += fabsf(got.hyps[0].score - alone_score) <= 1e-4f;
         dmt_nbest_clear(&got);
     }
     CHECK(ran && tried >= 10 && agree + near == tried,
           "greedy: the shortlisted search = greedy by hand over the whole vocabulary masked to the candidates and "
-          "renormalised (tokens, scores within 1e-4)",
+          "normalised by the sample's estimate (tokens, scores within 1e-4)",
           "%d of %d agree, %d near-ties", agree, tried, near);
+    CHECK(ran && candidates_alone < tried / 2,
+          "greedy: normalising over the candidates alone would give other scores (the check above can fail)",
+          "%d of %d within 1e-4", candidates_alone, tried);
 
     /* beam 4, n-best 2: every token a candidate; alone = batched (mixed languages), bit
      * for bit: the batch scores the union of its sentences' candidates, and a column's
@@ -484,6 +504,12 @@ static void vocab_tests(const dmt_model *m, const dmt_shortlist *sl) {
     int32_t s0[] = {10, 11, c->eos_id}, s1[] = {40, 41, 42, 43, c->eos_id};
     dmt_shortlist_sentence(sl, 5, s0, 3, a0);
     dmt_shortlist_sentence(sl, 6, s1, 5, a1);
+    /* what is scored: the candidates and the normaliser's sample */
+    for (int t = 0; t < c->vocab_size; t++)
+        if (dmt_shortlist_in_sample(t)) {
+            a0[t / 64] |= 1ull << (t % 64);
+            a1[t / 64] |= 1ull << (t % 64);
+        }
     int n0 = 0, n01 = 0;
     for (int w = 0; w < words; w++) {
         n0 += __builtin_popcountll(a0[w]);
@@ -496,7 +522,7 @@ static void vocab_tests(const dmt_model *m, const dmt_shortlist *sl) {
     const int32_t *cols = dmt_vocab_cols(v, &n, &col_of);
     int exact = ok && cols && n == n0 && dmt_state_vocab_size(st) == n0;
     for (int j = 0; exact && j < n; j++) exact = (a0[cols[j] / 64] >> (cols[j] % 64) & 1) && col_of[cols[j]] == j;
-    CHECK(exact, "one sentence in: the state scores exactly its candidates, ascending", "%d scored, %d candidates",
+    CHECK(exact, "one sentence in: the state scores exactly its candidates and the sample, ascending", "%d scored, %d candidates",
           dmt_state_vocab_size(st), n0);
     dmt_vocab_join(v, 1, 6, s1, 5);
     ok = ok && dmt_vocab_sync(v, st) == 0;
