@@ -26,7 +26,7 @@
  *                        + w * sum over sample pieces s outside of e^l_s)
  *
  * Ids follow SentencePiece's frequency order, so the sample spans rare and common
- * pieces alike; it is the same for every sentence and batch. 
+ * pieces alike; it is the same for every sentence and batch.
  *
  * File format (little-endian, every field checked at load; docs/model-format.md):
  *

@@ -9,8 +9,8 @@
  * fr, none for en): greedy decoding by hand over the whole vocabulary, masked to the
  * sentence's candidates and normalised by the sample's estimate (model/shortlist.h),
  * gives the shortlisted search's tokens and scores (and normalising over the
- * candidates alone would not); every token of every hypothesis is a candidate of its sentence; a sentence
- * alone = the same sentence in a batch of mixed languages (with and without tables)
+ * candidates alone would not); every token of every hypothesis is a candidate of its
+ * sentence; a sentence alone = the same sentence in a batch of mixed languages (with and without tables)
  * and in a beam session; a shortlist that allows everything changes nothing; the
  * scored columns follow the sentences in the batch (dmt_vocab).
  */
@@ -287,7 +287,7 @@ static int greedy_masked(dmt_state *st, const dmt_model *m, const int32_t *src, 
     for (int v = 0; v < V; v++) {
         int in = allow[v / 64] >> (v % 64) & 1;
         n_allow += in;
-        n_sample += !in && v % DMT_SHORTLIST_SAMPLE_EVERY == DMT_SHORTLIST_SAMPLE_AT;
+        n_sample += !in && dmt_shortlist_in_sample(v);
     }
     double weight = with_sample && n_sample ? (double)(V - n_allow) / n_sample : 0;
     double total = 0;
@@ -306,7 +306,7 @@ static int greedy_masked(dmt_state *st, const dmt_model *m, const int32_t *src, 
         for (int v = 0; v < V; v++)
             if (allow[v / 64] >> (v % 64) & 1)
                 sum += exp(lp[v] - mx);
-            else if (v % DMT_SHORTLIST_SAMPLE_EVERY == DMT_SHORTLIST_SAMPLE_AT)
+            else if (dmt_shortlist_in_sample(v))
                 sum += weight * exp(lp[v] - mx);
         int best = -1;
         for (int v = 0; v < V; v++) {
@@ -522,8 +522,8 @@ static void vocab_tests(const dmt_model *m, const dmt_shortlist *sl) {
     const int32_t *cols = dmt_vocab_cols(v, &n, &col_of);
     int exact = ok && cols && n == n0 && dmt_state_vocab_size(st) == n0;
     for (int j = 0; exact && j < n; j++) exact = (a0[cols[j] / 64] >> (cols[j] % 64) & 1) && col_of[cols[j]] == j;
-    CHECK(exact, "one sentence in: the state scores exactly its candidates and the sample, ascending", "%d scored, %d candidates",
-          dmt_state_vocab_size(st), n0);
+    CHECK(exact, "one sentence in: the state scores exactly its candidates and the sample, ascending",
+          "%d scored, %d candidates", dmt_state_vocab_size(st), n0);
     dmt_vocab_join(v, 1, 6, s1, 5);
     ok = ok && dmt_vocab_sync(v, st) == 0;
     CHECK(ok && dmt_state_vocab_size(st) == n01 && dmt_vocab_rebuilds(v) == 2,
