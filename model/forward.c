@@ -16,6 +16,10 @@
 #include "model/gemm.h"
 #include "model/ops.h"
 
+/* Hypotheses of one source whose cross-attention runs as one dmt_attention_rows call
+ * (each source key and value loaded once for all of them): a beam's width and more. */
+#define CROSS_ROWS 8
+
 /* A float buffer that only grows; its size is checked before each batch. */
 typedef struct { float *p; size_t cap; } fbuf;
 
@@ -56,7 +60,7 @@ struct dmt_state {
      * step, in the cross-attention of decoder layer align_layer (heads averaged) */
     int align_layer;
     int *align, align_cap;       /* [align_cap >= hypotheses] */
-    fbuf align_sum;              /* [max_positions] */
+    fbuf align_sum;              /* [CROSS_ROWS][max_positions] */
     /* vocabulary restriction (dmt_state_restrict_vocab): the output projection's
      * columns of the vocab_n pieces steps score, gathered into vocab_buf */
     int vocab_n;                 /* 0: the whole vocabulary */
@@ -313,7 +317,7 @@ const float *dmt_encoder_out(const dmt_state *s, int i) {
 
 /* Room for the alignments of n hypotheses over sources of up to max_positions. */
 static int reserve_align(dmt_state *s, int n) {
-    if (fbuf_reserve(&s->align_sum, (size_t)s->m->cfg.max_positions)) return -1;
+    if (fbuf_reserve(&s->align_sum, (size_t)CROSS_ROWS * s->m->cfg.max_positions)) return -1;
     if (n <= s->align_cap) return 0;
     if (grow_ints(&s->align, (size_t)n)) return -1;
     s->align_cap = n;
@@ -344,7 +348,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
         s->step_cap = sc;
     }
     if (fbuf_reserve(&s->cross_k, (size_t)L * src_rows * d) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
-        reserve_work(s, (size_t)max_hyps > src_rows ? (size_t)max_hyps : src_rows, 1, keys))
+        reserve_work(s, (size_t)max_hyps > src_rows ? (size_t)max_hyps : src_rows, CROSS_ROWS, keys))
         goto oom;
     for (int l = 0; l < L; l++) {
         const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
@@ -387,16 +391,13 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
     const float *kc = s->cross_k.p + l * layer, *vc = s->cross_v.p + l * layer;
     dmt_matmul(s->q.p, in, H, &a->q);
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
-    for (int h = 0; h < H; h++) {
+    for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
         int src = s->hyp_src[h];
+        for (g = 1; h + g < H && g < CROSS_ROWS && s->hyp_src[h + g] == src; g++) {}
         size_t src_at = (size_t)s->src_off[src] * d;
-        if (l == s->align_layer)
-            s->align[h] = dmt_attention_row_argmax(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d,
-                                                   kc + src_at, vc + src_at, d, source_len(s, src),
-                                                   c->heads, s->scores.p, s->align_sum.p);
-        else
-            dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, kc + src_at,
-                          vc + src_at, d, 1, source_len(s, src), c->heads, d, -1, s->scores.p);
+        dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc + src_at, vc + src_at, d, g,
+                           source_len(s, src), c->heads, s->scores.p, l == s->align_layer ? s->align + h : NULL,
+                           s->align_sum.p);
     }
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
 }
@@ -585,7 +586,7 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
     struct cont *c = s->cont;
     if (!c || c->hyps == 0) return 0;
     int H = c->hyps, d = cfg->d_model, L = m->decoder.n_layers;
-    if (fbuf_reserve(&s->x, (size_t)H * d) || reserve_work(s, (size_t)H, 1, (size_t)c->len_cap)) return -1;
+    if (fbuf_reserve(&s->x, (size_t)H * d) || reserve_work(s, (size_t)H, CROSS_ROWS, (size_t)c->len_cap)) return -1;
     for (int h = 0; h < H; h++) {
         if (tokens[h] < 0 || tokens[h] >= cfg->vocab_size || c->hyp_len[h] >= c->len_cap) return -1;
         int slot = cont_slot(m, c);
@@ -617,16 +618,14 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         in = sublayer_input(s, x, H, &w->cross_attn_norm);
         dmt_matmul(s->q.p, in, H, &w->cross_attn.q);
         scale(s->q.p, (long)H * d, qscale);
-        for (int h = 0; h < H; h++) {
-            const cont_source *cs = &c->src[c->hyp_src[h]];
+        for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
+            int src = c->hyp_src[h];
+            for (g = 1; h + g < H && g < CROSS_ROWS && c->hyp_src[h + g] == src; g++) {}
+            const cont_source *cs = &c->src[src];
             size_t off = (size_t)l * cs->len * d;
-            if (l == s->align_layer)
-                s->align[h] = dmt_attention_row_argmax(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + off,
-                                                       cs->v + off, d, cs->len, cfg->heads, s->scores.p,
-                                                       s->align_sum.p);
-            else
-                dmt_attention(s->attn.p + (size_t)h * d, d, s->q.p + (size_t)h * d, d, cs->k + off, cs->v + off, d,
-                              1, cs->len, cfg->heads, d, -1, s->scores.p);
+            dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + off, cs->v + off, d, g,
+                               cs->len, cfg->heads, s->scores.p, l == s->align_layer ? s->align + h : NULL,
+                               s->align_sum.p);
         }
         dmt_matmul(s->tmp.p, s->attn.p, H, &w->cross_attn.out);
         residual(s, x, H, alpha, &w->cross_attn_norm);

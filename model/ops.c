@@ -70,40 +70,57 @@ void dmt_log_softmax(float *x, int n, int len) { dmt_kernels_active()->log_softm
 
 void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
                    int nq, int nk, int heads, int d, int causal_offset, float *scratch) {
-    int hd = d / heads;
-    dmt_attend_fn attend_row = dmt_kernels_active()->attend_row;
-    if (nq <= 2) {
-        for (int i = 0; i < nq; i++) {
-            int keys = causal_offset >= 0 && i + causal_offset + 1 < nk ? i + causal_offset + 1 : nk;
-            for (int h = 0; h < heads; h++)
-                attend_row(out + (size_t)i * ldo + h * hd, q + (size_t)i * ldq + h * hd, k + h * hd, v + h * hd,
-                           (size_t)ldkv, NULL, keys, hd, scratch);
+    /* The level's own kernels, never OpenBLAS: sgemm's kernel family depends on the
+     * CPU model (Haswell, SkylakeX, ...) and sums in its own order, so replicas on
+     * different CPUs translated differently. Each thread takes a share of the rows
+     * (all heads), whose nk floats of scratch a row are its own: the same bits as one
+     * thread. */
+    int hd = d / heads, threads = nq >= 8 ? dmt_kernels_threads() : 1;
+    if (threads > nq / 4) threads = nq / 4 > 1 ? nq / 4 : 1;
+    const dmt_kernels *kt = dmt_kernels_active();
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int c = 0; c < threads; c++) {
+        int i0 = (int)((long)nq * c / threads), i1 = (int)((long)nq * (c + 1) / threads);
+        float *p = scratch + (size_t)i0 * nk;
+        for (int h = 0; h < heads; h++) {
+            if (causal_offset < 0) {
+                kt->attend_rows(out + (size_t)i0 * ldo + h * hd, (size_t)ldo, q + (size_t)i0 * ldq + h * hd,
+                                (size_t)ldq, i1 - i0, k + h * hd, v + h * hd, (size_t)ldkv, nk, hd, p);
+                continue;
+            }
+            for (int i = i0; i < i1; i++) {
+                int keys = i + causal_offset + 1 < nk ? i + causal_offset + 1 : nk;
+                kt->attend_row(out + (size_t)i * ldo + h * hd, q + (size_t)i * ldq + h * hd, k + h * hd, v + h * hd,
+                               (size_t)ldkv, NULL, keys, hd, p);
+            }
         }
-        return;
     }
-    for (int h = 0; h < heads; h++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nq, nk, hd, 1.0f, q + h * hd, ldq, k + h * hd, ldkv,
-                    0.0f, scratch, nk);
-        if (causal_offset >= 0)
-            for (int i = 0; i < nq; i++)
-                for (int j = i + causal_offset + 1; j < nk; j++) scratch[(size_t)i * nk + j] = -INFINITY;
-        dmt_softmax(scratch, nq, nk);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nq, hd, nk, 1.0f, scratch, nk, v + h * hd, ldkv,
-                    0.0f, out + h * hd, ldo);
+}
+
+void dmt_attention_rows(float *out, const float *q, const float *k, const float *v, int ld, int nq, int nk,
+                        int heads, float *scratch, int *align, float *sum) {
+    int hd = ld / heads;
+    dmt_attend_rows_fn attend_rows = dmt_kernels_active()->attend_rows;
+    if (align) memset(sum, 0, (size_t)nq * nk * sizeof *sum);
+    for (int h = 0; h < heads; h++) { /* as dmt_attention_row_argmax: head by head */
+        attend_rows(out + h * hd, (size_t)ld, q + h * hd, (size_t)ld, nq, k + h * hd, v + h * hd, (size_t)ld, nk, hd,
+                    scratch);
+        if (align)
+            for (long j = 0; j < (long)nq * nk; j++) sum[j] += scratch[j];
+    }
+    for (int i = 0; align && i < nq; i++) {
+        const float *row = sum + (size_t)i * nk;
+        int best = 0;
+        for (int j = 1; j < nk; j++)
+            if (row[j] > row[best]) best = j;
+        align[i] = best;
     }
 }
 
 int dmt_attention_row_argmax(float *out, const float *q, const float *k, const float *v, int ld, int nk, int heads,
                              float *scratch, float *sum) {
-    int hd = ld / heads, best = 0;
-    dmt_attend_fn attend_row = dmt_kernels_active()->attend_row;
-    memset(sum, 0, (size_t)nk * sizeof *sum);
-    for (int h = 0; h < heads; h++) { /* as dmt_attention's nq <= 2 path: head by head */
-        attend_row(out + h * hd, q + h * hd, k + h * hd, v + h * hd, (size_t)ld, NULL, nk, hd, scratch);
-        for (int j = 0; j < nk; j++) sum[j] += scratch[j];
-    }
-    for (int j = 1; j < nk; j++)
-        if (sum[j] > sum[best]) best = j;
+    int best;
+    dmt_attention_rows(out, q, k, v, ld, 1, nk, heads, scratch, &best, sum);
     return best;
 }
 

@@ -1,9 +1,10 @@
 /* ops.h — the numeric kernels of the forward pass: small, output-first, no allocation.
  *
  * All matrices are row-major float. Every matrix product goes through dmt_matmul:
- * the model's packed kernels (model/gemm.h), or cblas_sgemm for row-major weights.
- * Softmax, LayerNorm and attention run the process's kernel level
- * (model/kernels/kernels.h); the rest are plain loops the compiler vectorises.
+ * the model's packed kernels (model/gemm.h), or cblas_sgemm for row-major weights
+ * (the generic level's F32). Softmax, LayerNorm and attention (its products included)
+ * run the process's kernel level (model/kernels/kernels.h), which from avx2 up gives
+ * the same bits at every level; the rest are plain loops the compiler vectorises.
  */
 #ifndef DEEPMT_MODEL_OPS_H
 #define DEEPMT_MODEL_OPS_H
@@ -45,6 +46,14 @@ void dmt_log_softmax(float *x, int n, int len);
  * when j > i + causal_offset; -1 means no mask. scratch holds nq * nk floats. */
 void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
                    int nq, int nk, int heads, int d, int causal_offset, float *scratch);
+
+/* dmt_attention of nq query rows against the same nk keys, no mask, with q, k, v and
+ * out rows ld apart: the decoder's cross-attention for the hypotheses of one sentence,
+ * each key and value loaded once for several rows. With align (not NULL), align[i] gets
+ * row i's dmt_attention_row_argmax position, and sum holds nq * nk floats. scratch
+ * holds nq * nk floats. The same numbers as nq calls of dmt_attention (nq = 1). */
+void dmt_attention_rows(float *out, const float *q, const float *k, const float *v, int ld, int nq, int nk,
+                        int heads, float *scratch, int *align, float *sum);
 
 /* dmt_attention of one query row (nq = 1, no mask), the same numbers, that also
  * returns the key position with the largest attention weight averaged over the

@@ -19,7 +19,10 @@
  * one DEEPMT_ISA names (refused with a message when the CPU lacks it): tests and
  * comparisons run every level a machine can execute that way. Softmax, LayerNorm,
  * attention and F16/BF16 widening are compiled once per level from one source
- * (portable.inc) so each level's code is what that CPU runs, and tested there.
+ * (portable.inc) so each level's code is what that CPU runs, and tested there. Every
+ * level with FMA (avx2 and up) computes the same bits, products included: sums over
+ * a row run in 16 lanes whatever the vector width (portable.inc), so replicas on
+ * different CPUs translate alike (tests/c/test_levels_agree.c).
  *
  * Products take a packed dmt_linear (model/gemm.h packs weights for a table); the
  * layout a table packs F32 weights in is its panel width (0: row-major for OpenBLAS).
@@ -58,6 +61,12 @@ typedef void (*dmt_gemm_shared_fn)(float *const *y, const int *ldy, const float 
 typedef void (*dmt_attend_fn)(float *out, const float *q, const float *k, const float *v, size_t ld,
                               const int *slots, int nk, int hd, float *p);
 
+/* nq query rows (q rows ldq apart, out rows ldo apart) against the same nk keys of one
+ * head, without a mask: the same bits as nq dmt_attend_fn calls, each key and value
+ * loaded once for several rows. p holds nq * nk floats (row i's weights at p + i * nk). */
+typedef void (*dmt_attend_rows_fn)(float *out, size_t ldo, const float *q, size_t ldq, int nq, const float *k,
+                                   const float *v, size_t ld, int nk, int hd, float *p);
+
 typedef struct dmt_kernels {
     dmt_isa isa;
     const char *name;     /* "avx2": what DEEPMT_ISA takes and reports print */
@@ -74,6 +83,7 @@ typedef struct dmt_kernels {
     void (*log_softmax)(float *x, int n, int len);
     void (*norm_row)(float *x, int d, const float *gamma, const float *beta, float eps);
     dmt_attend_fn attend_row;
+    dmt_attend_rows_fn attend_rows;
     void (*f16_to_f32_n)(float *dst, const void *src, size_t n);
     void (*bf16_to_f32_n)(float *dst, const void *src, size_t n);
 } dmt_kernels;

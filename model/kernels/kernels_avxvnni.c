@@ -124,6 +124,7 @@ const dmt_kernels TABLE(dmt_kernels_avxvnni) = {
     .log_softmax = K(log_softmax),
     .norm_row = K(norm_row),
     .attend_row = K(attend_row),
+    .attend_rows = K(attend_rows),
     .f16_to_f32_n = K(f16_to_f32_n),
     .bf16_to_f32_n = K(bf16_to_f32_n),
     .emulated = EMULATED,
