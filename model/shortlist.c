@@ -203,6 +203,9 @@ int dmt_shortlist_sentence(const dmt_shortlist *sl, int target, const int32_t *s
     memset(allow, 0, (size_t)sl->words * sizeof *allow);
     for (uint32_t i = 0; i < sl->n_frequent; i++) set_bit(allow, sl->frequent[i]);
     set_bit(allow, (uint32_t)sl->eos);
+    /* </s>'s list: the pieces every sentence into this language may use (every source
+     * ends with </s>; applied here also for one that does not) */
+    for (uint32_t e = tb->start[sl->eos]; e < tb->start[sl->eos + 1]; e++) set_bit(allow, entry_at(tb, e));
     for (int p = 0; p < src_len; p++) {
         if (src[p] < 0 || src[p] >= sl->V) continue; /* the caller's ids are checked by the encoder */
         set_bit(allow, (uint32_t)src[p]);

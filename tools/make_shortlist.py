@@ -11,7 +11,9 @@ draws on few of them. The shortlist lists, for each target language and each sou
 piece s, the target pieces t that co-occur with s most in the model's training pairs,
 ranked by p(t | s) = pairs holding s and t / pairs holding s (pairs seen fewer than
 --min-count times are left out); the --frequent most frequent target pieces are
-allowed for every sentence and are not listed again. deepmt (model/shortlist.h) then
+allowed for every sentence and are not listed again; --target-frequent adds each target
+language's own most frequent pieces beyond those, listed under </s> (which ends every
+source, so every sentence into that language may use them). deepmt (model/shortlist.h) then
 scores, for each sentence, those pieces of its own source pieces, the frequent ones,
 its source pieces themselves (names and numbers are copied) and </s>.
 
@@ -207,6 +209,17 @@ def write_shortlist(path, V, frequent, tables):
     return len(blob)
 
 
+def parse_target_frequent(text):
+    """'3000' (every target language) or 'en=3000,cs=1000' -> {language or '*': N}."""
+    out = {}
+    for item in filter(None, (text or "").split(",")):
+        lang, _, n = item.rpartition("=")
+        if not n.isdigit():
+            raise ValueError(f"expected N or LANG=N[,LANG=N...], got {text!r}")
+        out[lang or "*"] = int(n)
+    return out
+
+
 def cmd_build(args):
     import sentencepiece as spm
     with open(os.path.join(args.model, "config.json")) as f:
@@ -217,6 +230,11 @@ def cmd_build(args):
         print("make_shortlist: config.json lists no languages", file=sys.stderr)
         return 2
     sp = spm.SentencePieceProcessor(model_file=os.path.join(args.model, "sentencepiece.model"))
+    try:
+        target_frequent = parse_target_frequent(args.target_frequent)
+    except ValueError as e:
+        print(f"make_shortlist: --target-frequent: {e}", file=sys.stderr)
+        return 2
     by_target = training_pairs(args, set(langs))
     if not by_target:
         print(f"make_shortlist: no training pairs for the model's languages under {args.data}", file=sys.stderr)
@@ -225,20 +243,27 @@ def cmd_build(args):
     counted, total_freq = {}, np.zeros(V, dtype=np.int64)
     for target in sorted(by_target):
         C, n_src, freq, n_pairs = count_pairs(sp, by_target[target], V, args.min_count)
-        counted[target] = (C, n_src, n_pairs)
+        counted[target] = (C, n_src, n_pairs, freq)
         total_freq += freq
         print(f"make_shortlist: {target}: {n_pairs} pairs ({', '.join(p[2] for p in by_target[target])}), "
               f"{time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     frequent = sorted(int(t) for t in np.argsort(-total_freq, kind="stable")[:args.frequent] if total_freq[t] > 0)
     tables = []
     for target in sorted(counted):
-        C, n_src, n_pairs = counted[target]
-        extra = None
+        C, n_src, n_pairs, freq = counted[target]
+        extra = {}
         if args.pivot > 0 and target != args.pivot_language and args.pivot_language in counted:
             # pairs into `target` from a language other than the pivot are captions only
             # (Multi30k): a news sentence's pieces would list too little; compose them.
-            C_p, n_src_p, _ = counted[args.pivot_language]
+            C_p, n_src_p, _, _ = counted[args.pivot_language]
             extra = pivot_table(C_p, n_src_p, C, n_src, frequent, args.pivot, args.pivot_via)
+        n_own = target_frequent.get(target, target_frequent.get("*", 0))
+        if n_own > 0:
+            # the language's own most frequent pieces beyond the shared ones, under </s>,
+            # which ends every source: every sentence into `target` may use them
+            skip = frequent_mask(V, frequent)
+            ranked = [int(t) for t in np.argsort(-freq, kind="stable") if freq[t] > 0 and not skip[t]][:n_own]
+            extra.setdefault(cfg["eos_id"], set()).update(ranked)
         start, entries = rank_table(C, n_src, frequent, args.top, args.reverse, extra)
         listed = sum(1 for s in range(V) if start[s + 1] > start[s])
         print(f"make_shortlist: {target}: {listed} source pieces listed, {len(entries) / max(listed, 1):.1f} "
@@ -248,8 +273,9 @@ def cmd_build(args):
     out = args.out or os.path.join(args.model, "shortlist.bin")
     size = write_shortlist(out, V, frequent, tables)
     pivot = f", pivot {args.pivot} through {args.pivot_language}" if args.pivot > 0 else ""
+    own = f", the target's own frequent {args.target_frequent}" if target_frequent else ""
     print(f"make_shortlist: wrote {out} ({size / 1e6:.1f} MB: {len(tables)} target languages, top {args.top}, "
-          f"{len(frequent)} frequent, reverse {args.reverse}{pivot}, min count {args.min_count}) "
+          f"{len(frequent)} frequent{own}, reverse {args.reverse}{pivot}, min count {args.min_count}) "
           f"in {time.time() - t0:.0f} s", file=sys.stderr)
     return 0
 
@@ -335,6 +361,9 @@ def main(argv=None):
     b.add_argument("--pivot-language", default="en", help="the language pairs are composed through [en]")
     b.add_argument("--pivot-via", type=int, default=20,
                    help="pivot pieces a source piece is composed through, those of highest p(e | s) [20]")
+    b.add_argument("--target-frequent", default="",
+                   help="N or LANG=N,...: each target language's own N most frequent pieces beyond "
+                        "--frequent, allowed for every sentence into it (listed under </s>) [none]")
     b.add_argument("--min-count", type=int, default=2, help="pairs a (source, target) piece pair needs [2]")
     b.add_argument("--max-pairs", type=int, default=None, help="at most N lines of each training file")
     b.add_argument("--out", help="output file [MODEL/shortlist.bin]")

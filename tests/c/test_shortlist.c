@@ -215,6 +215,11 @@ static void file_tests(const char *tmp, const dmt_config *cfg) {
     want[cfg->eos_id / 64] |= 1ull << (cfg->eos_id % 64);
     CHECK(has && !memcmp(allow, want, sizeof want),
           "a sentence's candidates: its pieces' entries, the frequent pieces, its own pieces and </s>");
+    /* </s>'s entries (the target language's own frequent pieces) also for a source
+     * without </s>: the same candidates plus </s> itself */
+    uint64_t allow3[2] = {0};
+    int has3 = sl && dmt_shortlist_sentence(sl, 6, src, 3, allow3);
+    CHECK(has3 && !memcmp(allow3, want, sizeof want), "a source without </s> still gets </s>'s entries");
     uint64_t untouched[2] = {7, 7};
     CHECK(sl && !dmt_shortlist_sentence(sl, 4, src, 4, untouched) && untouched[0] == 7,
           "a target without a table: no candidates (the whole vocabulary)");

@@ -7,6 +7,7 @@ translate`, `deepmt serve` and models.json.
     run twice, and `deepmt inspect` describes it; --pivot lists more pieces a source
     piece; its composition through the pivot language on a hand-made table (the
     pieces reached through a pivot piece, ranked, frequent pieces left out);
+    --target-frequent lists a target language's own frequent pieces under </s>;
   - make_shortlist.py check --directions measures only the directions named, and
     refuses a selection that leaves none;
   - `deepmt translate` on the shipped model: the default scores the shortlist (said
@@ -87,6 +88,27 @@ def check_pivot_table():
     tap.ok(best == {1: {5}}, "pivot_table: top 1 keeps the target of highest p(e | s) p(t | e)", detail=str(best))
 
 
+def eos_lists(path, eos, with_frequent=False):
+    """shortlist.bin (model/shortlist.h's format) -> {table's language token: set of
+    the pieces listed under source piece eos} (and the frequent pieces)."""
+    import struct
+    b = open(path, "rb").read()
+    V, n_frequent, n_tables, eb = struct.unpack_from("<4I", b, 8)
+    off = 24
+    frequent = set(struct.unpack_from(f"<{n_frequent}I", b, off))
+    off += 4 * n_frequent
+    out = {}
+    for _ in range(n_tables):
+        token, n_entries = struct.unpack_from("<iI", b, off)
+        off += 8
+        start = struct.unpack_from(f"<{V + 1}I", b, off)
+        off += 4 * (V + 1)
+        entries = struct.unpack_from(f"<{n_entries}{'H' if eb == 2 else 'I'}", b, off)
+        off += eb * n_entries + (-(eb * n_entries)) % 4
+        out[token] = set(entries[start[eos]:start[eos + 1]])
+    return (frequent, out) if with_frequent else out
+
+
 def main():
     binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
     source = repo_path("models/default")
@@ -122,6 +144,18 @@ def main():
             tap.ok(r.returncode == 0 and "pivot 30 through en" in r.stderr and plain and pivoted and pivoted > plain,
                    "make_shortlist.py build --pivot lists more pieces a source piece",
                    detail=f"{plain} -> {pivoted}: {r.stderr[-600:]}")
+            before = eos_lists(os.path.join(built, "shortlist.bin"), 2)
+            r = subprocess.run(tool + ["--target-frequent", "en=200"], capture_output=True, text=True, timeout=600)
+            frequent, after = eos_lists(os.path.join(built, "shortlist.bin"), 2, with_frequent=True)
+            en = 4  # __en__
+            tap.ok(r.returncode == 0 and len(after[en] - before[en]) == 200 and not after[en] & frequent
+                   and all(after[t] == before[t] for t in before if t != en),
+                   "--target-frequent en=200: English's 200 most frequent pieces beyond --frequent under </s>, "
+                   "the other languages unchanged",
+                   detail=f"{r.stderr[-400:]} {[(t, len(before[t]), len(after[t])) for t in after]}")
+            r = subprocess.run(tool + ["--target-frequent", "en=many"], capture_output=True, text=True, timeout=60)
+            tap.ok(r.returncode == 2 and "--target-frequent: expected N or LANG=N" in r.stderr,
+                   "--target-frequent with a bad value: refused, exit 2", detail=f"{r.returncode} {r.stderr[-300:]}")
         check_pivot_table()
 
         # --- check -----------------------------------------------------------------------
