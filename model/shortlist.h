@@ -6,7 +6,8 @@
  * shortlist") lists, for each target language and each source piece, the target
  * pieces that co-occur with it most in the training data (tools/make_shortlist.py
  * builds it); a sentence's candidates are those of its pieces, plus the most frequent
- * target pieces, plus its own pieces (names and numbers are copied), plus </s>. Beam
+ * target pieces, plus its own pieces (names and numbers are copied), plus </s> and
+ * the pieces </s> lists (the target language's own frequent pieces). Beam
  * search then scores only the union of its sentences' candidates, each sentence
  * normalised over its own (beam.c), so a sentence's translation does not depend on
  * the others in its batch. Optional: a model directory without MODEL_DIR/shortlist.bin
