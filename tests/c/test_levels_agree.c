@@ -20,19 +20,7 @@
 #include "model/gemm.h"
 #include "model/kernels/kernels.h"
 #include "tests/c/check.h"
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-static float uniform(float lo, float hi) {
-    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 11) * 0x1.0p-53);
-}
-
-static float *random_floats(size_t n, float lo, float hi) {
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++) x[i] = uniform(lo, hi);
-    return x;
-}
+#include "tests/c/random.h"
 
 static const dmt_kernels *levels[2 * DMT_ISA_COUNT];
 static int n_levels;

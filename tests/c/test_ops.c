@@ -14,25 +14,12 @@
 #include "model/ops.h"
 #include "model/kernels/kernels.h"
 #include "tests/c/check.h"
+#include "tests/c/random.h"
 
 void openblas_set_num_threads(int num_threads); /* OpenBLAS */
 
 #define TOL 1e-5
 #define PAD 12345.0f /* sentinel in the padding of strided outputs */
-
-static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-
-/* uniform in [lo, hi) */
-static float uniform(float lo, float hi) {
-    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
-    return lo + (hi - lo) * (float)((rng_state >> 11) * 0x1.0p-53);
-}
-
-static float *random_floats(size_t n, float lo, float hi) {
-    float *x = malloc(n * sizeof *x);
-    for (size_t i = 0; i < n; i++) x[i] = uniform(lo, hi);
-    return x;
-}
 
 /* Worst error ratio |got - ref| / (scale + |ref|) seen so far; pass when <= TOL. */
 typedef struct { double worst; int bad_index; } errstat;
