@@ -3,7 +3,7 @@
 
     tools/make_shortlist.py build models/captions --data ../shared/data/multi30k
     tools/make_shortlist.py build models/default --data ../shared/data/multi30k \\
-        --general ../shared/data/general --pivot 50 --frequent 1500
+        --general ../shared/data/general --pivot 50 --frequent 1500 --target-frequent en=3000
     tools/make_shortlist.py check models/default --sets multi30k/test_2016_flickr
 
 A decoder step scores every piece of the vocabulary although a sentence's translation
