@@ -20,6 +20,14 @@
  * (each source key and value loaded once for all of them): a beam's width and more. */
 #define CROSS_ROWS 8
 
+/* How many hypotheses from h on (at most CROSS_ROWS, fewer than H - h) read the
+ * source hyp_src[h]: one dmt_attention_rows call's rows. */
+static int same_source_run(const int *hyp_src, int h, int H) {
+    int g = 1;
+    while (h + g < H && g < CROSS_ROWS && hyp_src[h + g] == hyp_src[h]) g++;
+    return g;
+}
+
 /* A float buffer that only grows; its size is checked before each batch. */
 typedef struct { float *p; size_t cap; } fbuf;
 
@@ -393,7 +401,7 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
         int src = s->hyp_src[h];
-        for (g = 1; h + g < H && g < CROSS_ROWS && s->hyp_src[h + g] == src; g++) {}
+        g = same_source_run(s->hyp_src, h, H);
         size_t src_at = (size_t)s->src_off[src] * d;
         dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc + src_at, vc + src_at, d, g,
                            source_len(s, src), c->heads, s->scores.p, l == s->align_layer ? s->align + h : NULL,
@@ -619,9 +627,8 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         dmt_matmul(s->q.p, in, H, &w->cross_attn.q);
         scale(s->q.p, (long)H * d, qscale);
         for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
-            int src = c->hyp_src[h];
-            for (g = 1; h + g < H && g < CROSS_ROWS && c->hyp_src[h + g] == src; g++) {}
-            const cont_source *cs = &c->src[src];
+            g = same_source_run(c->hyp_src, h, H);
+            const cont_source *cs = &c->src[c->hyp_src[h]];
             size_t off = (size_t)l * cs->len * d;
             dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + off, cs->v + off, d, g,
                                cs->len, cfg->heads, s->scores.p, l == s->align_layer ? s->align + h : NULL,

@@ -102,7 +102,7 @@ void dmt_attention_rows(float *out, const float *q, const float *k, const float 
     int hd = ld / heads;
     dmt_attend_rows_fn attend_rows = dmt_kernels_active()->attend_rows;
     if (align) memset(sum, 0, (size_t)nq * nk * sizeof *sum);
-    for (int h = 0; h < heads; h++) { /* as dmt_attention_row_argmax: head by head */
+    for (int h = 0; h < heads; h++) { /* head by head, each head's weights added to sum */
         attend_rows(out + h * hd, (size_t)ld, q + h * hd, (size_t)ld, nq, k + h * hd, v + h * hd, (size_t)ld, nk, hd,
                     scratch);
         if (align)
@@ -115,13 +115,6 @@ void dmt_attention_rows(float *out, const float *q, const float *k, const float 
             if (row[j] > row[best]) best = j;
         align[i] = best;
     }
-}
-
-int dmt_attention_row_argmax(float *out, const float *q, const float *k, const float *v, int ld, int nk, int heads,
-                             float *scratch, float *sum) {
-    int best;
-    dmt_attention_rows(out, q, k, v, ld, 1, nk, heads, scratch, &best, sum);
-    return best;
 }
 
 void dmt_attention_slots(float *out, const float *q, const float *k, const float *v, int ld, const int *slots,

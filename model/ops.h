@@ -50,17 +50,12 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
 /* dmt_attention of nq query rows against the same nk keys, no mask, with q, k, v and
  * out rows ld apart: the decoder's cross-attention for the hypotheses of one sentence,
  * each key and value loaded once for several rows. With align (not NULL), align[i] gets
- * row i's dmt_attention_row_argmax position, and sum holds nq * nk floats. scratch
+ * row i's key position of the largest attention weight averaged over the heads (first
+ * on ties): the source position a decoder step attends to most, its word alignment;
+ * sum then holds nq * nk floats. scratch
  * holds nq * nk floats. The same numbers as nq calls of dmt_attention (nq = 1). */
 void dmt_attention_rows(float *out, const float *q, const float *k, const float *v, int ld, int nq, int nk,
                         int heads, float *scratch, int *align, float *sum);
-
-/* dmt_attention of one query row (nq = 1, no mask), the same numbers, that also
- * returns the key position with the largest attention weight averaged over the
- * heads (first on ties): the source position a decoder step attends to most, its
- * word alignment. scratch and sum hold nk floats each. */
-int dmt_attention_row_argmax(float *out, const float *q, const float *k, const float *v, int ld, int nk, int heads,
-                             float *scratch, float *sum);
 
 /* Attention of one query row q [d] over nk cached positions whose K/V rows live at
  * k + slots[j] * ld and v + slots[j] * ld (the decoder's slot cache). q scaled already;
