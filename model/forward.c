@@ -47,9 +47,14 @@ struct dmt_state {
      * src_off[i + 1] - 1, so no matrix product spends work on padding. */
     int n_src, src_max;          /* sentences, longest length */
     int *src_off;                /* [n_src + 1] (src_off[n_src]: all rows) */
+    int *src_kt_off;             /* [n_src + 1]: the same with each length rounded up to
+                                    16 (dmt_keys_stride), the columns of cross_k */
     int src_off_cap;             /* sentences src_off has room for */
     fbuf enc_out;                /* [src rows][d] */
-    fbuf cross_k, cross_v;       /* [dec layers][src rows][d] */
+    fbuf cross_k;                /* [dec layers][d * src_kt_off[n_src]]: source i's K
+                                    transposed (ops.h), d rows of its stride, from
+                                    d * src_kt_off[i] */
+    fbuf cross_v;                /* [dec layers][src rows][d] */
     /* shared work buffers, sized for the larger of the encoder and decoder batches */
     fbuf q, k, v, attn, tmp, hidden, norm, scores;
     /* decoder */
@@ -82,7 +87,9 @@ struct dmt_state {
 /* Continuous decoding (forward.h "continuous decoding"). The slot pool is
  * [layer][slot][d]: growing it re-lays the layers out (rare: it doubles). */
 typedef struct {
-    float *k, *v;                /* [dec layers][len][d] cross-attention K/V */
+    float *k;                    /* [dec layers][d][dmt_keys_stride(len)] cross-attention K,
+                                    transposed (ops.h) */
+    float *v;                    /* [dec layers][len][d] cross-attention V */
     int len;                     /* 0: a free entry */
 } cont_source;
 
@@ -125,6 +132,7 @@ void dmt_state_free(dmt_state *s) {
                    &s->hidden, &s->norm, &s->scores, &s->x, &s->self_k, &s->self_v, &s->logits, &s->align_sum};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->p);
     free(s->src_off);
+    free(s->src_kt_off);
     free(s->hyp_src);
     free(s->hyp_src_tmp);
     free(s->history);
@@ -176,14 +184,14 @@ static void output_logprobs(dmt_state *s, float *logprobs, const float *x, int H
     if (!s->vocab_raw) dmt_log_softmax(logprobs, H, dmt_state_vocab_size(s));
 }
 
-/* Work buffers for `rows` activation rows whose attention spans up to `keys` keys. */
-static int reserve_work(dmt_state *s, size_t rows, size_t score_rows, size_t keys) {
+/* Work buffers for `rows` activation rows and `scores` floats of attention scratch. */
+static int reserve_work(dmt_state *s, size_t rows, size_t scores) {
     const dmt_config *c = &s->m->cfg;
     size_t d = (size_t)c->d_model;
     return fbuf_reserve(&s->q, rows * d) || fbuf_reserve(&s->k, rows * d) || fbuf_reserve(&s->v, rows * d) ||
            fbuf_reserve(&s->attn, rows * d) || fbuf_reserve(&s->tmp, rows * d) ||
            fbuf_reserve(&s->norm, rows * d) || fbuf_reserve(&s->hidden, rows * (size_t)c->ffn_dim) ||
-           fbuf_reserve(&s->scores, score_rows * keys);
+           fbuf_reserve(&s->scores, scores);
 }
 
 /* x[rows] = embed_scale * E[tok] + P[pos + offset] (+ layernorm_embedding). */
@@ -297,16 +305,17 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
     }
     if (n > s->src_off_cap || !s->src_off) {
         size_t cap = n > 0 ? (size_t)n : 1;
-        if (grow_ints(&s->src_off, cap + 1)) goto oom;
+        if (grow_ints(&s->src_off, cap + 1) || grow_ints(&s->src_kt_off, cap + 1)) goto oom;
         s->src_off_cap = (int)cap;
     }
-    if (fbuf_reserve(&s->enc_out, rows * d) || reserve_work(s, rows, (size_t)S, (size_t)S)) goto oom;
+    if (fbuf_reserve(&s->enc_out, rows * d) || reserve_work(s, rows, dmt_attention_scratch(S, S, d))) goto oom;
     s->n_src = n;
     s->src_max = S;
     s->n_hyps = 0;
-    s->src_off[0] = 0;
+    s->src_off[0] = s->src_kt_off[0] = 0;
     for (int i = 0; i < n; i++) {
         s->src_off[i + 1] = s->src_off[i] + src_len[i];
+        s->src_kt_off[i + 1] = s->src_kt_off[i] + (int)dmt_keys_stride(src_len[i]);
         embed(m, &m->encoder, s->enc_out.p + (size_t)s->src_off[i] * d, src[i], src_len[i], 0, 1);
     }
     for (int l = 0; l < m->encoder.n_layers; l++) encoder_layer(s, &m->encoder.layers[l]);
@@ -355,14 +364,19 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
         s->hyp_cap = hc;
         s->step_cap = sc;
     }
-    if (fbuf_reserve(&s->cross_k, (size_t)L * src_rows * d) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
-        reserve_work(s, (size_t)max_hyps > src_rows ? (size_t)max_hyps : src_rows, CROSS_ROWS, keys))
+    size_t kt_cols = (size_t)s->src_kt_off[s->n_src];
+    if (fbuf_reserve(&s->cross_k, (size_t)L * d * kt_cols) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
+        reserve_work(s, (size_t)max_hyps > src_rows ? (size_t)max_hyps : src_rows, CROSS_ROWS * dmt_keys_stride(keys)))
         goto oom;
-    for (int l = 0; l < L; l++) {
+    for (int l = 0; l < L; l++) { /* K into the work buffer, then each source's transposed */
         const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
-        float *const kv[2] = {s->cross_k.p + (size_t)l * src_rows * d, s->cross_v.p + (size_t)l * src_rows * d};
+        float *const kv[2] = {s->k.p, s->cross_v.p + (size_t)l * src_rows * d};
         const dmt_linear *const proj[2] = {&a->k, &a->v};
         dmt_matmul_shared(kv, s->enc_out.p, (int)src_rows, proj, 2);
+        float *kt = s->cross_k.p + (size_t)l * d * kt_cols;
+        for (int i = 0; i < s->n_src; i++)
+            dmt_transpose_keys(kt + (size_t)d * s->src_kt_off[i], dmt_keys_stride(source_len(s, i)),
+                               s->k.p + (size_t)s->src_off[i] * d, d, source_len(s, i), d);
     }
     memcpy(s->hyp_src, hyp_src, (size_t)n_hyps * sizeof *hyp_src);
     s->n_hyps = n_hyps;
@@ -395,17 +409,16 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
     const dmt_config *c = &s->m->cfg;
     const dmt_attention_weights *a = &s->m->decoder.layers[l].cross_attn;
     int d = c->d_model, H = s->n_hyps;
-    size_t layer = (size_t)source_rows(s) * d;
-    const float *kc = s->cross_k.p + l * layer, *vc = s->cross_v.p + l * layer;
+    const float *kc = s->cross_k.p + (size_t)l * d * s->src_kt_off[s->n_src];
+    const float *vc = s->cross_v.p + (size_t)l * source_rows(s) * d;
     dmt_matmul(s->q.p, in, H, &a->q);
     scale(s->q.p, (long)H * d, 1.0f / sqrtf((float)(d / c->heads)));
     for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
-        int src = s->hyp_src[h];
+        int src = s->hyp_src[h], len = source_len(s, src);
         g = same_source_run(s->hyp_src, h, H);
-        size_t src_at = (size_t)s->src_off[src] * d;
-        dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc + src_at, vc + src_at, d, g,
-                           source_len(s, src), c->heads, s->scores.p, l == s->align_layer ? s->align + h : NULL,
-                           s->align_sum.p);
+        dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc + (size_t)d * s->src_kt_off[src],
+                           dmt_keys_stride(len), vc + (size_t)s->src_off[src] * d, d, g, len, c->heads, s->scores.p,
+                           l == s->align_layer ? s->align + h : NULL, s->align_sum.p);
     }
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
 }
@@ -485,22 +498,24 @@ int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const i
         }
         cont_source *cs = &c->src[id];
         size_t len = (size_t)source_len(s, i);
-        cs->k = dmt_fault_hit() ? NULL : malloc((size_t)L * len * d * sizeof(float));
+        cs->k = dmt_fault_hit() ? NULL : malloc((size_t)L * dmt_keys_stride((int)len) * d * sizeof(float));
         cs->v = dmt_fault_hit() ? NULL : malloc((size_t)L * len * d * sizeof(float));
         if (!cs->k || !cs->v) { free(cs->k); free(cs->v); cs->k = cs->v = NULL; goto oom; }
         cs->len = (int)len;
         ids[i] = id;
     }
-    /* every buffer in hand: now the K/V, straight into each source's cache */
+    /* every buffer in hand: now V straight into each source's cache, and K through the
+     * work buffer (dmt_encode sized it for every source's rows), transposed */
     for (int i = 0; i < n; i++) {
         cont_source *cs = &c->src[ids[i]];
-        size_t len = (size_t)cs->len;
+        size_t len = (size_t)cs->len, ldkt = dmt_keys_stride(cs->len);
         const float *x = dmt_encoder_out(s, i);
         for (int l = 0; l < L; l++) {
             const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
-            float *const kv[2] = {cs->k + (size_t)l * len * d, cs->v + (size_t)l * len * d};
+            float *const kv[2] = {s->k.p, cs->v + (size_t)l * len * d};
             const dmt_linear *const proj[2] = {&a->k, &a->v};
             dmt_matmul_shared(kv, x, (int)len, proj, 2);
+            dmt_transpose_keys(cs->k + (size_t)l * ldkt * d, ldkt, s->k.p, d, cs->len, d);
         }
     }
     return 0;
@@ -594,7 +609,8 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
     struct cont *c = s->cont;
     if (!c || c->hyps == 0) return 0;
     int H = c->hyps, d = cfg->d_model, L = m->decoder.n_layers;
-    if (fbuf_reserve(&s->x, (size_t)H * d) || reserve_work(s, (size_t)H, CROSS_ROWS, (size_t)c->len_cap)) return -1;
+    if (fbuf_reserve(&s->x, (size_t)H * d) || reserve_work(s, (size_t)H, CROSS_ROWS * dmt_keys_stride(c->len_cap)))
+        return -1;
     for (int h = 0; h < H; h++) {
         if (tokens[h] < 0 || tokens[h] >= cfg->vocab_size || c->hyp_len[h] >= c->len_cap) return -1;
         int slot = cont_slot(m, c);
@@ -629,10 +645,10 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
             g = same_source_run(c->hyp_src, h, H);
             const cont_source *cs = &c->src[c->hyp_src[h]];
-            size_t off = (size_t)l * cs->len * d;
-            dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + off, cs->v + off, d, g,
-                               cs->len, cfg->heads, s->scores.p, l == s->align_layer ? s->align + h : NULL,
-                               s->align_sum.p);
+            size_t ldkt = dmt_keys_stride(cs->len);
+            dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + (size_t)l * ldkt * d, ldkt,
+                               cs->v + (size_t)l * cs->len * d, d, g, cs->len, cfg->heads, s->scores.p,
+                               l == s->align_layer ? s->align + h : NULL, s->align_sum.p);
         }
         dmt_matmul(s->tmp.p, s->attn.p, H, &w->cross_attn.out);
         residual(s, x, H, alpha, &w->cross_attn_norm);

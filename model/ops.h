@@ -43,19 +43,30 @@ void dmt_log_softmax(float *x, int n, int len);
  *   out[:, h] = softmax(q[:, h] k[:, h]^T (+ causal mask)) v[:, h]
  * q [nq][ldq], k, v [nk][ldkv] (heads side by side, head_dim = d / heads), out [nq][ldo].
  * q must already be scaled by head_dim^-0.5. causal_offset >= 0 masks key j for query i
- * when j > i + causal_offset; -1 means no mask. scratch holds nq * nk floats. */
+ * when j > i + causal_offset; -1 means no mask (the encoder: its scores sum in another
+ * order than the rows below, kernels.h attend_kt). scratch holds
+ * dmt_attention_scratch(nq, nk, d) floats. */
+size_t dmt_attention_scratch(int nq, int nk, int d);
 void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
                    int nq, int nk, int heads, int d, int causal_offset, float *scratch);
 
-/* dmt_attention of nq query rows against the same nk keys, no mask, with q, k, v and
- * out rows ld apart: the decoder's cross-attention for the hypotheses of one sentence,
- * each key and value loaded once for several rows. With align (not NULL), align[i] gets
- * row i's key position of the largest attention weight averaged over the heads (first
- * on ties): the source position a decoder step attends to most, its word alignment;
- * sum then holds nq * nk floats. scratch
- * holds nq * nk floats. The same numbers as nq calls of dmt_attention (nq = 1). */
-void dmt_attention_rows(float *out, const float *q, const float *k, const float *v, int ld, int nq, int nk,
-                        int heads, float *scratch, int *align, float *sum);
+/* Keys given transposed (the encoder's and the cross-attention's, kernels.h
+ * attend_kt): kt[t * ldkt + j] = key j's column t, ldkt = dmt_keys_stride(nk) (nk
+ * rounded up to 16). dmt_transpose_keys writes it from k [nk][ldk] (d columns), with
+ * zeros past nk. */
+size_t dmt_keys_stride(int nk);
+void dmt_transpose_keys(float *kt, size_t ldkt, const float *k, int ldk, int nk, int d);
+
+/* Attention of nq query rows against the same nk keys without a mask, keys transposed
+ * (kt, ldkt: above; heads one below the other), q, v and out rows ld apart: the
+ * decoder's cross-attention for the hypotheses of one sentence. A row's numbers do not
+ * depend on nq (the same bits one at a time), and equal dmt_attention's without a mask.
+ * With align (not NULL), align[i] gets row i's key position of the largest attention
+ * weight averaged over the heads (first on ties): the source position a decoder step
+ * attends to most, its word alignment; sum then holds nq * nk floats. scratch holds
+ * nq * ldkt floats. */
+void dmt_attention_rows(float *out, const float *q, const float *kt, size_t ldkt, const float *v, int ld, int nq,
+                        int nk, int heads, float *scratch, int *align, float *sum);
 
 /* Attention of one query row q [d] over nk cached positions whose K/V rows live at
  * k + slots[j] * ld and v + slots[j] * ld (the decoder's slot cache). q scaled already;

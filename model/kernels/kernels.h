@@ -61,11 +61,15 @@ typedef void (*dmt_gemm_shared_fn)(float *const *y, const int *ldy, const float 
 typedef void (*dmt_attend_fn)(float *out, const float *q, const float *k, const float *v, size_t ld,
                               const int *slots, int nk, int hd, float *p);
 
-/* nq query rows (q rows ldq apart, out rows ldo apart) against the same nk keys of one
- * head, without a mask: the same bits as nq dmt_attend_fn calls, each key and value
- * loaded once for several rows. p holds nq * nk floats (row i's weights at p + i * nk). */
-typedef void (*dmt_attend_rows_fn)(float *out, size_t ldo, const float *q, size_t ldq, int nq, const float *k,
-                                   const float *v, size_t ld, int nk, int hd, float *p);
+/* The encoder's self-attention and the decoder's cross-attention: nq query rows (q rows
+ * ldq apart, out rows ldo apart) against nk keys of one head given transposed,
+ * kt[t * ldkt + j] = key j's column t (ldkt >= nk rounded up to 16; the columns past nk
+ * are read, never used). Each score is one fused chain over the head's columns in
+ * order: the same bits at every level with FMA, and for a row whatever the rows beside
+ * it (not dmt_attend_fn's order, whose sums run in 16 lanes). p holds nq * ldkt floats
+ * (row i's weights at p + i * ldkt). */
+typedef void (*dmt_attend_kt_fn)(float *out, size_t ldo, const float *q, size_t ldq, int nq, const float *kt,
+                                 size_t ldkt, const float *v, size_t ld, int nk, int hd, float *p);
 
 typedef struct dmt_kernels {
     dmt_isa isa;
@@ -83,7 +87,7 @@ typedef struct dmt_kernels {
     void (*log_softmax)(float *x, int n, int len);
     void (*norm_row)(float *x, int d, const float *gamma, const float *beta, float eps);
     dmt_attend_fn attend_row;
-    dmt_attend_rows_fn attend_rows;
+    dmt_attend_kt_fn attend_kt;
     void (*f16_to_f32_n)(float *dst, const void *src, size_t n);
     void (*bf16_to_f32_n)(float *dst, const void *src, size_t n);
 } dmt_kernels;

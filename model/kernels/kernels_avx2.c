@@ -185,7 +185,7 @@ const dmt_kernels dmt_kernels_avx2 = {
     .log_softmax = log_softmax_avx2,
     .norm_row = norm_row_avx2,
     .attend_row = attend_row_avx2,
-    .attend_rows = attend_rows_avx2,
+    .attend_kt = attend_kt_avx2,
     .f16_to_f32_n = f16_to_f32_n_avx2,
     .bf16_to_f32_n = bf16_to_f32_n_avx2,
 };

@@ -426,7 +426,7 @@ static void gemm_i8_vnni(float *y, int ldy, const float *x, int ldx, int n, cons
 
 #define AVX512_COMMON                                                                                                \
     .panel_f32 = P, .gemm_f32 = gemm_f32_avx512, .softmax = K(softmax), .log_softmax = K(log_softmax),               \
-    .norm_row = K(norm_row), .attend_row = K(attend_row), .attend_rows = K(attend_rows),                             \
+    .norm_row = K(norm_row), .attend_row = K(attend_row), .attend_kt = K(attend_kt),                                 \
     .f16_to_f32_n = K(f16_to_f32_n), .bf16_to_f32_n = K(bf16_to_f32_n), .emulated = EMULATED
 
 /* without VNNI, int8 runs the AVX2 kernel (its panels are 16 columns wide) */

@@ -88,7 +88,7 @@ const dmt_kernels dmt_kernels_generic = {
     .log_softmax = log_softmax_generic,
     .norm_row = norm_row_generic,
     .attend_row = attend_row_generic,
-    .attend_rows = attend_rows_generic,
+    .attend_kt = attend_kt_generic,
     .f16_to_f32_n = f16_to_f32_n_generic,
     .bf16_to_f32_n = bf16_to_f32_n_generic,
 };

@@ -3,11 +3,12 @@
  * the one summation order).
  *
  * Each level's table (native, and emulated where the test build has SIMDe: the tables
- * a CPU without the level would run) runs the same inputs through attention (one row, rows sharing keys, gathered
- * slots), softmax, log-softmax, LayerNorm and the F32 and int8 products; every output
- * must equal avx2's, bit for bit. Sizes cover whole 16-lane blocks, remainders below a
- * vector and between vector widths, and head sizes that are not a multiple of 16. The
- * rows kernel must also equal row-by-row calls of the same level. The generic level
+ * a CPU without the level would run) runs the same inputs through attention (one row,
+ * gathered slots, rows over a transposed K), softmax, log-softmax, LayerNorm and the F32
+ * and int8 products; every output must equal avx2's, bit for bit. Sizes cover whole
+ * 16-lane blocks, remainders below a vector and between vector widths, and head sizes
+ * that are not a multiple of 16. The transposed-K kernel must also equal row-by-row
+ * calls of the same level, and its fused chains written out in C. The generic level
  * (no FMA) is only checked to stay close. Levels neither native nor emulated here are
  * left out with a message.
  */
@@ -70,12 +71,6 @@ static void run_attend_row(const dmt_kernels *k, float *out, const void *ctx) {
     free(p);
 }
 
-static void run_attend_rows(const dmt_kernels *k, float *out, const void *ctx) {
-    const attn_case *c = ctx;
-    k->attend_rows(out, (size_t)c->hd, c->q, (size_t)c->ld, c->nq, c->k, c->v, (size_t)c->ld, c->nk, c->hd,
-                   out + (size_t)c->nq * c->hd);
-}
-
 static void check_attention(int nq, int nk, int hd, int with_slots) {
     int ld = hd + 5, pool = nk * 2 + 3; /* rows wider than a head, as heads sit side by side */
     float *q = random_floats((size_t)nq * ld, -2, 2), *k = random_floats((size_t)pool * ld, -1, 1);
@@ -87,22 +82,88 @@ static void check_attention(int nq, int nk, int hd, int with_slots) {
     char what[160];
     snprintf(what, sizeof what, "attend_row nq=%d nk=%d head_dim=%d%s", nq, nk, hd, with_slots ? " slots" : "");
     check_same(what, n, run_attend_row, &c);
-    if (!with_slots) {
-        snprintf(what, sizeof what, "attend_rows nq=%d nk=%d head_dim=%d", nq, nk, hd);
-        check_same(what, n, run_attend_rows, &c);
-        /* and, within each level, rows = row by row */
-        float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
-        for (int l = 0; l < n_levels; l++) {
-            run_attend_row(levels[l], a, &c);
-            run_attend_rows(levels[l], b, &c);
-            long at = first_difference(a, b, n);
-            snprintf(what, sizeof what, "%s attend_rows nq=%d nk=%d head_dim=%d = attend_row a row at a time",
-                     levels[l]->name, nq, nk, hd);
-            CHECK(at < 0, what, "first difference at %ld", at);
-        }
-        free(a), free(b);
-    }
     free(q), free(k), free(v), free(slots);
+}
+
+/* The encoder's kernel over a transposed K: every score one fused chain over the
+ * head's columns in order, so it is checked against that chain written out (fmaf),
+ * not only across levels. */
+typedef struct {
+    int nq, nk, hd, ld;
+    size_t ldkt;
+    const float *q, *kt, *v;
+} kt_case;
+
+/* out: nq * hd outputs, then nq * nk weights */
+static void run_attend_kt(const dmt_kernels *k, float *out, const void *ctx) {
+    const kt_case *c = ctx;
+    float *p = malloc((size_t)c->nq * c->ldkt * sizeof *p);
+    k->attend_kt(out, (size_t)c->hd, c->q, (size_t)c->ld, c->nq, c->kt, c->ldkt, c->v, (size_t)c->ld, c->nk, c->hd, p);
+    for (int i = 0; i < c->nq; i++)
+        memcpy(out + (size_t)c->nq * c->hd + (size_t)i * c->nk, p + (size_t)i * c->ldkt, (size_t)c->nk * sizeof *p);
+    free(p);
+}
+
+static void run_attend_kt_row_by_row(const dmt_kernels *k, float *out, const void *ctx) {
+    kt_case one = *(const kt_case *)ctx;
+    float *p = malloc(one.ldkt * sizeof *p);
+    for (int i = 0; i < one.nq; i++) {
+        k->attend_kt(out + (size_t)i * one.hd, (size_t)one.hd, one.q + (size_t)i * one.ld, (size_t)one.ld, 1, one.kt,
+                     one.ldkt, one.v, (size_t)one.ld, one.nk, one.hd, p);
+        memcpy(out + (size_t)one.nq * one.hd + (size_t)i * one.nk, p, (size_t)one.nk * sizeof *p);
+    }
+    free(p);
+}
+
+/* The definition: s = fmaf(q[t], k[j][t], s) over t in order, the level's softmax,
+ * then o[t] = fmaf(p[j], v[j][t], o[t]) over j in order. */
+static void run_attend_kt_reference(const dmt_kernels *k, float *out, const void *ctx) {
+    const kt_case *c = ctx;
+    float *w = out + (size_t)c->nq * c->hd;
+    for (int i = 0; i < c->nq; i++) {
+        float *p = w + (size_t)i * c->nk;
+        for (int j = 0; j < c->nk; j++) {
+            float s = 0;
+            for (int t = 0; t < c->hd; t++) s = fmaf(c->q[(size_t)i * c->ld + t], c->kt[(size_t)t * c->ldkt + j], s);
+            p[j] = s;
+        }
+        k->softmax(p, 1, c->nk);
+        for (int t = 0; t < c->hd; t++) {
+            float o = 0;
+            for (int j = 0; j < c->nk; j++) o = fmaf(p[j], c->v[(size_t)j * c->ld + t], o);
+            out[(size_t)i * c->hd + t] = o;
+        }
+    }
+}
+
+static void check_attention_kt(int nq, int nk, int hd) {
+    int ld = hd + 3;
+    size_t ldkt = ((size_t)nk + 15) / 16 * 16;
+    float *q = random_floats((size_t)nq * ld, -2, 2), *v = random_floats((size_t)nk * ld, -1, 1);
+    float *kt = random_floats((size_t)hd * ldkt, -1, 1);
+    for (int t = 0; t < hd; t++) /* past nk: read by whole vectors, never used */
+        for (size_t j = (size_t)nk; j < ldkt; j++) kt[(size_t)t * ldkt + j] = NAN;
+    kt_case c = {nq, nk, hd, ld, ldkt, q, kt, v};
+    size_t n = (size_t)nq * hd + (size_t)nq * nk;
+    char what[160];
+    snprintf(what, sizeof what, "attend_kt nq=%d nk=%d head_dim=%d", nq, nk, hd);
+    check_same(what, n, run_attend_kt, &c);
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    for (int l = 0; l < n_levels; l++) {
+        run_attend_kt(levels[l], a, &c);
+        run_attend_kt_row_by_row(levels[l], b, &c);
+        long at = first_difference(a, b, n);
+        snprintf(what, sizeof what, "%s%s attend_kt nq=%d nk=%d head_dim=%d = a row at a time", levels[l]->name,
+                 levels[l]->emulated ? " (emulated)" : "", nq, nk, hd);
+        CHECK(at < 0, what, "first difference at %ld", at);
+        run_attend_kt_reference(levels[l], b, &c);
+        at = first_difference(a, b, n);
+        snprintf(what, sizeof what, "%s%s attend_kt nq=%d nk=%d head_dim=%d = its fused chains written out",
+                 levels[l]->name, levels[l]->emulated ? " (emulated)" : "", nq, nk, hd);
+        CHECK(at < 0, what, "first difference at %ld: %.9g vs %.9g", at, at < 0 ? 0.0 : (double)a[at],
+              at < 0 ? 0.0 : (double)b[at]);
+    }
+    free(a), free(b), free(q), free(v), free(kt);
 }
 
 /* ---- rows: softmax, log-softmax, LayerNorm ------------------------------------------ */
@@ -208,6 +269,14 @@ int main(void) {
         }
     check_attention(1, 33, 64, 1);
     check_attention(2, 130, 40, 1);
+    /* rows: every count below a block (6 under AVX2, 8 under AVX-512), a block, and
+     * blocks with every rest; keys: within one vector, whole blocks of 2, 3 or 4
+     * vectors with every rest of 1 to 3, a long source; head sizes with a tail */
+    static const int kt_shapes[][3] = {{1, 1, 64},   {2, 56, 64},  {3, 5, 64},  {4, 8, 64},    {5, 30, 96},
+                                       {6, 130, 64}, {7, 100, 64}, {8, 17, 64}, {9, 24, 64},   {11, 7, 24},
+                                       {13, 33, 64}, {17, 49, 40}, {1, 60, 64}, {20, 41, 64}, {120, 120, 64}};
+    for (size_t s = 0; s < sizeof kt_shapes / sizeof *kt_shapes; s++)
+        check_attention_kt(kt_shapes[s][0], kt_shapes[s][1], kt_shapes[s][2]);
     static const int lens[] = {1, 2, 7, 15, 16, 17, 31, 100, 256, 1000, 16000};
     for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) check_rows(lens[i]);
     check_product(DMT_LAYOUT_PACKED_F32, 13, 256, 100);

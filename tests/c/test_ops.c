@@ -173,7 +173,8 @@ static void check_attention(int nq, int nk, int heads, int hd, int causal, int l
     int d = heads * hd, ldq = d + ldq_pad, ldkv = d + ldkv_pad, ldo = d + ldo_pad;
     float *q = random_floats((size_t)nq * ldq, -qscale, qscale);
     float *k = random_floats((size_t)nk * ldkv, -1, 1), *v = random_floats((size_t)nk * ldkv, -1, 1);
-    float *out = malloc((size_t)nq * ldo * sizeof *out), *scratch = malloc((size_t)nq * nk * sizeof *scratch);
+    float *out = malloc((size_t)nq * ldo * sizeof *out);
+    float *scratch = malloc(dmt_attention_scratch(nq, nk, d) * sizeof *scratch);
     for (long i = 0; i < (long)nq * ldo; i++) out[i] = PAD;
     dmt_attention(out, ldo, q, ldq, k, v, ldkv, nq, nk, heads, d, causal, scratch);
     errstat e = {0, -1};
@@ -217,7 +218,7 @@ static void check_attention_slots(int nk, int heads, int hd, int pool) {
     float *kpool = random_floats((size_t)pool * d, -1, 1), *vpool = random_floats((size_t)pool * d, -1, 1);
     float *k = malloc((size_t)nk * d * sizeof *k), *v = malloc((size_t)nk * d * sizeof *v);
     float *got = malloc((size_t)d * sizeof *got), *want = malloc((size_t)d * sizeof *want);
-    float *scratch = malloc((size_t)nk * sizeof *scratch);
+    float *scratch = malloc(dmt_attention_scratch(1, nk, d) * sizeof *scratch);
     int *slots = malloc((size_t)nk * sizeof *slots);
     for (int j = 0; j < nk; j++) {
         slots[j] = (j * 7 + 3) % pool; /* scattered, repeats allowed */
@@ -285,8 +286,8 @@ int main(void) {
 
     check_activations();
 
-    /* nq 1 and 2 take the row path, nq > 2 the GEMM path */
-    /* and head sizes of whole vectors (16 floats under AVX-512), of 4 vectors + 1 and
+    /* rows below, at and above a block of the transposed-K kernel (4 or 8 rows), with
+     * and without a mask; head sizes of whole vectors (16 floats under AVX-512), of 4 vectors + 1 and
      * with a scalar tail; key counts below, at and above a vector and a 4-key block */
     static const int shapes[][4] = {{1, 1, 1, 4},   {1, 7, 2, 4},  {2, 5, 3, 5},   {3, 3, 1, 8},  {5, 9, 2, 4},
                                     {8, 8, 4, 3},   {1, 13, 4, 64}, {2, 16, 2, 64}, {1, 21, 2, 80}, {1, 33, 1, 70},
