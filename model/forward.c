@@ -52,8 +52,7 @@ struct dmt_state {
     int src_off_cap;             /* sentences src_off has room for */
     fbuf enc_out;                /* [src rows][d] */
     fbuf cross_k;                /* [dec layers][d * src_kt_off[n_src]]: source i's K
-                                    transposed (ops.h), d rows of its stride, from
-                                    d * src_kt_off[i] */
+                                    transposed in panels (ops.h) from d * src_kt_off[i] */
     fbuf cross_v;                /* [dec layers][src rows][d] */
     /* shared work buffers, sized for the larger of the encoder and decoder batches */
     fbuf q, k, v, attn, tmp, hidden, norm, scores;
@@ -87,8 +86,8 @@ struct dmt_state {
 /* Continuous decoding (forward.h "continuous decoding"). The slot pool is
  * [layer][slot][d]: growing it re-lays the layers out (rare: it doubles). */
 typedef struct {
-    float *k;                    /* [dec layers][d][dmt_keys_stride(len)] cross-attention K,
-                                    transposed (ops.h) */
+    float *k;                    /* [dec layers][dmt_keys_stride(len) * d] cross-attention K,
+                                    transposed in panels (ops.h) */
     float *v;                    /* [dec layers][len][d] cross-attention V */
     int len;                     /* 0: a free entry */
 } cont_source;
@@ -375,8 +374,8 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
         dmt_matmul_shared(kv, s->enc_out.p, (int)src_rows, proj, 2);
         float *kt = s->cross_k.p + (size_t)l * d * kt_cols;
         for (int i = 0; i < s->n_src; i++)
-            dmt_transpose_keys(kt + (size_t)d * s->src_kt_off[i], dmt_keys_stride(source_len(s, i)),
-                               s->k.p + (size_t)s->src_off[i] * d, d, source_len(s, i), d);
+            dmt_transpose_keys(kt + (size_t)d * s->src_kt_off[i], s->k.p + (size_t)s->src_off[i] * d, d,
+                               source_len(s, i), d);
     }
     memcpy(s->hyp_src, hyp_src, (size_t)n_hyps * sizeof *hyp_src);
     s->n_hyps = n_hyps;
@@ -417,7 +416,7 @@ static void decoder_cross_attention(dmt_state *s, int l, const float *in) {
         int src = s->hyp_src[h], len = source_len(s, src);
         g = same_source_run(s->hyp_src, h, H);
         dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, kc + (size_t)d * s->src_kt_off[src],
-                           dmt_keys_stride(len), vc + (size_t)s->src_off[src] * d, d, g, len, c->heads, s->scores.p,
+                           vc + (size_t)s->src_off[src] * d, d, g, len, c->heads, s->scores.p,
                            l == s->align_layer ? s->align + h : NULL, s->align_sum.p);
     }
     dmt_matmul(s->tmp.p, s->attn.p, H, &a->out);
@@ -508,14 +507,14 @@ int dmt_cont_add_sources(dmt_state *s, int n, const int32_t *const *src, const i
      * work buffer (dmt_encode sized it for every source's rows), transposed */
     for (int i = 0; i < n; i++) {
         cont_source *cs = &c->src[ids[i]];
-        size_t len = (size_t)cs->len, ldkt = dmt_keys_stride(cs->len);
+        size_t len = (size_t)cs->len, kt_keys = dmt_keys_stride(cs->len);
         const float *x = dmt_encoder_out(s, i);
         for (int l = 0; l < L; l++) {
             const dmt_attention_weights *a = &m->decoder.layers[l].cross_attn;
             float *const kv[2] = {s->k.p, cs->v + (size_t)l * len * d};
             const dmt_linear *const proj[2] = {&a->k, &a->v};
             dmt_matmul_shared(kv, x, (int)len, proj, 2);
-            dmt_transpose_keys(cs->k + (size_t)l * ldkt * d, ldkt, s->k.p, d, cs->len, d);
+            dmt_transpose_keys(cs->k + (size_t)l * kt_keys * d, s->k.p, d, cs->len, d);
         }
     }
     return 0;
@@ -645,8 +644,8 @@ int dmt_cont_step(dmt_state *s, const int32_t *tokens, float *logprobs) {
         for (int h = 0, g; h < H; h += g) { /* the hypotheses of one source together */
             g = same_source_run(c->hyp_src, h, H);
             const cont_source *cs = &c->src[c->hyp_src[h]];
-            size_t ldkt = dmt_keys_stride(cs->len);
-            dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + (size_t)l * ldkt * d, ldkt,
+            size_t kt_keys = dmt_keys_stride(cs->len);
+            dmt_attention_rows(s->attn.p + (size_t)h * d, s->q.p + (size_t)h * d, cs->k + (size_t)l * kt_keys * d,
                                cs->v + (size_t)l * cs->len * d, d, g, cs->len, cfg->heads, s->scores.p,
                                l == s->align_layer ? s->align + h : NULL, s->align_sum.p);
         }

@@ -50,23 +50,23 @@ size_t dmt_attention_scratch(int nq, int nk, int d);
 void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k, const float *v, int ldkv,
                    int nq, int nk, int heads, int d, int causal_offset, float *scratch);
 
-/* Keys given transposed (the encoder's and the cross-attention's, kernels.h
- * attend_kt): kt[t * ldkt + j] = key j's column t, ldkt = dmt_keys_stride(nk) (nk
- * rounded up to 16). dmt_transpose_keys writes it from k [nk][ldk] (d columns), with
- * zeros past nk. */
+/* Keys given transposed in panels of 16 (the encoder's and the cross-attention's,
+ * kernels.h attend_kt): key j's column t at kt[(j / 16) * 16 * d + t * 16 + j % 16],
+ * each panel 16 * d floats, dmt_keys_stride(nk) * d (nk rounded up to 16) in all.
+ * dmt_transpose_keys writes it from k [nk][ldk] (d columns), with zeros past nk. */
 size_t dmt_keys_stride(int nk);
-void dmt_transpose_keys(float *kt, size_t ldkt, const float *k, int ldk, int nk, int d);
+void dmt_transpose_keys(float *kt, const float *k, int ldk, int nk, int d);
 
-/* Attention of nq query rows against the same nk keys without a mask, keys transposed
- * (kt, ldkt: above; heads one below the other), q, v and out rows ld apart: the
- * decoder's cross-attention for the hypotheses of one sentence. A row's numbers do not
- * depend on nq (the same bits one at a time), and equal dmt_attention's without a mask.
- * With align (not NULL), align[i] gets row i's key position of the largest attention
- * weight averaged over the heads (first on ties): the source position a decoder step
- * attends to most, its word alignment; sum then holds nq * nk floats. scratch holds
- * nq * ldkt floats. */
-void dmt_attention_rows(float *out, const float *q, const float *kt, size_t ldkt, const float *v, int ld, int nq,
-                        int nk, int heads, float *scratch, int *align, float *sum);
+/* Attention of nq query rows against the same nk keys without a mask, keys in panels
+ * (kt: above, d = ld), q, v and out rows ld apart: the decoder's cross-attention for
+ * the hypotheses of one sentence. A row's numbers do not depend on nq (the same bits
+ * one at a time), and equal dmt_attention's without a mask. With align (not NULL),
+ * align[i] gets row i's key position of the largest attention weight averaged over the
+ * heads (first on ties): the source position a decoder step attends to most, its word
+ * alignment; sum then holds nq * nk floats. scratch holds nq * dmt_keys_stride(nk)
+ * floats. */
+void dmt_attention_rows(float *out, const float *q, const float *kt, const float *v, int ld, int nq, int nk, int heads,
+                        float *scratch, int *align, float *sum);
 
 /* Attention of one query row q [d] over nk cached positions whose K/V rows live at
  * k + slots[j] * ld and v + slots[j] * ld (the decoder's slot cache). q scaled already;

@@ -62,14 +62,14 @@ typedef void (*dmt_attend_fn)(float *out, const float *q, const float *k, const 
                               const int *slots, int nk, int hd, float *p);
 
 /* The encoder's self-attention and the decoder's cross-attention: nq query rows (q rows
- * ldq apart, out rows ldo apart) against nk keys of one head given transposed,
- * kt[t * ldkt + j] = key j's column t (ldkt >= nk rounded up to 16; the columns past nk
- * are read, never used). Each score is one fused chain over the head's columns in
- * order: the same bits at every level with FMA, and for a row whatever the rows beside
- * it (not dmt_attend_fn's order, whose sums run in 16 lanes). p holds nq * ldkt floats
- * (row i's weights at p + i * ldkt). */
+ * ldq apart, out rows ldo apart) against nk keys of one head given transposed in panels
+ * of 16 keys: key j's column t at kt[(j / 16) * ldp + t * 16 + j % 16] (the last
+ * panel's keys past nk are read, never used). Each score is one fused chain over the
+ * head's columns in order: the same bits at every level with FMA, and for a row
+ * whatever the rows beside it (not dmt_attend_fn's order, whose sums run in 16 lanes).
+ * p holds nq * ldw floats, ldw = nk rounded up to 16 (row i's weights at p + i * ldw). */
 typedef void (*dmt_attend_kt_fn)(float *out, size_t ldo, const float *q, size_t ldq, int nq, const float *kt,
-                                 size_t ldkt, const float *v, size_t ld, int nk, int hd, float *p);
+                                 size_t ldp, const float *v, size_t ld, int nk, int hd, float *p);
 
 typedef struct dmt_kernels {
     dmt_isa isa;

@@ -90,26 +90,29 @@ static void check_attention(int nq, int nk, int hd, int with_slots) {
  * not only across levels. */
 typedef struct {
     int nq, nk, hd, ld;
-    size_t ldkt;
+    size_t ldp, ldw; /* panel stride; a row of weights (nk rounded up to 16) */
     const float *q, *kt, *v;
 } kt_case;
+
+/* key j's column t in the panels (kernels.h attend_kt) */
+static float kt_at(const kt_case *c, int j, int t) { return c->kt[(size_t)(j / 16) * c->ldp + t * 16 + j % 16]; }
 
 /* out: nq * hd outputs, then nq * nk weights */
 static void run_attend_kt(const dmt_kernels *k, float *out, const void *ctx) {
     const kt_case *c = ctx;
-    float *p = malloc((size_t)c->nq * c->ldkt * sizeof *p);
-    k->attend_kt(out, (size_t)c->hd, c->q, (size_t)c->ld, c->nq, c->kt, c->ldkt, c->v, (size_t)c->ld, c->nk, c->hd, p);
+    float *p = malloc((size_t)c->nq * c->ldw * sizeof *p);
+    k->attend_kt(out, (size_t)c->hd, c->q, (size_t)c->ld, c->nq, c->kt, c->ldp, c->v, (size_t)c->ld, c->nk, c->hd, p);
     for (int i = 0; i < c->nq; i++)
-        memcpy(out + (size_t)c->nq * c->hd + (size_t)i * c->nk, p + (size_t)i * c->ldkt, (size_t)c->nk * sizeof *p);
+        memcpy(out + (size_t)c->nq * c->hd + (size_t)i * c->nk, p + (size_t)i * c->ldw, (size_t)c->nk * sizeof *p);
     free(p);
 }
 
 static void run_attend_kt_row_by_row(const dmt_kernels *k, float *out, const void *ctx) {
     kt_case one = *(const kt_case *)ctx;
-    float *p = malloc(one.ldkt * sizeof *p);
+    float *p = malloc(one.ldw * sizeof *p);
     for (int i = 0; i < one.nq; i++) {
         k->attend_kt(out + (size_t)i * one.hd, (size_t)one.hd, one.q + (size_t)i * one.ld, (size_t)one.ld, 1, one.kt,
-                     one.ldkt, one.v, (size_t)one.ld, one.nk, one.hd, p);
+                     one.ldp, one.v, (size_t)one.ld, one.nk, one.hd, p);
         memcpy(out + (size_t)one.nq * one.hd + (size_t)i * one.nk, p, (size_t)one.nk * sizeof *p);
     }
     free(p);
@@ -124,7 +127,7 @@ static void run_attend_kt_reference(const dmt_kernels *k, float *out, const void
         float *p = w + (size_t)i * c->nk;
         for (int j = 0; j < c->nk; j++) {
             float s = 0;
-            for (int t = 0; t < c->hd; t++) s = fmaf(c->q[(size_t)i * c->ld + t], c->kt[(size_t)t * c->ldkt + j], s);
+            for (int t = 0; t < c->hd; t++) s = fmaf(c->q[(size_t)i * c->ld + t], kt_at(c, j, t), s);
             p[j] = s;
         }
         k->softmax(p, 1, c->nk);
@@ -137,13 +140,13 @@ static void run_attend_kt_reference(const dmt_kernels *k, float *out, const void
 }
 
 static void check_attention_kt(int nq, int nk, int hd) {
-    int ld = hd + 3;
-    size_t ldkt = ((size_t)nk + 15) / 16 * 16;
+    int ld = hd + 3, panels = (nk + 15) / 16;
+    size_t ldp = (size_t)(hd + 5) * 16; /* panels wider than a head, as heads sit in them side by side */
     float *q = random_floats((size_t)nq * ld, -2, 2), *v = random_floats((size_t)nk * ld, -1, 1);
-    float *kt = random_floats((size_t)hd * ldkt, -1, 1);
+    float *kt = random_floats((size_t)panels * ldp, -1, 1);
     for (int t = 0; t < hd; t++) /* past nk: read by whole vectors, never used */
-        for (size_t j = (size_t)nk; j < ldkt; j++) kt[(size_t)t * ldkt + j] = NAN;
-    kt_case c = {nq, nk, hd, ld, ldkt, q, kt, v};
+        for (int j = nk; j < panels * 16; j++) kt[(size_t)(j / 16) * ldp + t * 16 + j % 16] = NAN;
+    kt_case c = {nq, nk, hd, ld, ldp, (size_t)panels * 16, q, kt, v};
     size_t n = (size_t)nq * hd + (size_t)nq * nk;
     char what[160];
     snprintf(what, sizeof what, "attend_kt nq=%d nk=%d head_dim=%d", nq, nk, hd);
