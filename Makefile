@@ -201,7 +201,8 @@ docker-test:
 # under load, 12/100/1,000-layer models. Writes $(BUILD)/bench/report.md and
 # report.json. BENCH_SIZE=1 adds the 3.2B-parameter model (minutes, ~13 GB of RAM,
 # 6.4 GB of disk under $(BUILD)/bench, deleted afterwards). The product kernels alone:
-# OPENBLAS_NUM_THREADS=1 build/bench/bench_gemm (after make bench-bin).
+# OPENBLAS_NUM_THREADS=1 build/bench/bench_gemm; the attention kernels alone:
+# build/bench/bench_attention (after make bench-bin).
 BENCH_THREADS ?= 1,2
 BENCH_ROUNDS  ?= 3
 BENCH_SIZE    ?=

@@ -118,8 +118,23 @@ static void run_attend_kt_row_by_row(const dmt_kernels *k, float *out, const voi
     free(p);
 }
 
-/* The definition: s = fmaf(q[t], k[j][t], s) over t in order, the level's softmax,
- * then o[t] = fmaf(p[j], v[j][t], o[t]) over j in order. */
+/* Whether this build's kernels fuse a * b + c: they ask GCC to contract it
+ * (portable.inc, ATTEND_CONTRACT), which it does from -O2 up, not at the sanitizer
+ * builds' -O1. The probe is compiled the same way: with a and b = 1 + 2^-12 and c = -1,
+ * one rounding gives 2^-11 + 2^-24, two give 2^-11. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((target("avx2,fma"), optimize("fp-contract=fast")))
+#endif
+static float multiply_add_probe(float a, float b, float c) {
+    return a * b + c;
+}
+
+static int build_fuses;
+
+static float multiply_add(float a, float b, float c) { return build_fuses ? fmaf(a, b, c) : a * b + c; }
+
+/* The definition: s = q[t] * k[j][t] + s over t in order (one rounding where the build
+ * fuses), the level's softmax, then o[t] = p[j] * v[j][t] + o[t] over j in order. */
 static void run_attend_kt_reference(const dmt_kernels *k, float *out, const void *ctx) {
     const kt_case *c = ctx;
     float *w = out + (size_t)c->nq * c->hd;
@@ -127,13 +142,13 @@ static void run_attend_kt_reference(const dmt_kernels *k, float *out, const void
         float *p = w + (size_t)i * c->nk;
         for (int j = 0; j < c->nk; j++) {
             float s = 0;
-            for (int t = 0; t < c->hd; t++) s = fmaf(c->q[(size_t)i * c->ld + t], kt_at(c, j, t), s);
+            for (int t = 0; t < c->hd; t++) s = multiply_add(c->q[(size_t)i * c->ld + t], kt_at(c, j, t), s);
             p[j] = s;
         }
         k->softmax(p, 1, c->nk);
         for (int t = 0; t < c->hd; t++) {
             float o = 0;
-            for (int j = 0; j < c->nk; j++) o = fmaf(p[j], c->v[(size_t)j * c->ld + t], o);
+            for (int j = 0; j < c->nk; j++) o = multiply_add(p[j], c->v[(size_t)j * c->ld + t], o);
             out[(size_t)i * c->hd + t] = o;
         }
     }
@@ -161,7 +176,7 @@ static void check_attention_kt(int nq, int nk, int hd) {
         CHECK(at < 0, what, "first difference at %ld", at);
         run_attend_kt_reference(levels[l], b, &c);
         at = first_difference(a, b, n);
-        snprintf(what, sizeof what, "%s%s attend_kt nq=%d nk=%d head_dim=%d = its fused chains written out",
+        snprintf(what, sizeof what, "%s%s attend_kt nq=%d nk=%d head_dim=%d = its chains written out",
                  levels[l]->name, levels[l]->emulated ? " (emulated)" : "", nq, nk, hd);
         CHECK(at < 0, what, "first difference at %ld: %.9g vs %.9g", at, at < 0 ? 0.0 : (double)a[at],
               at < 0 ? 0.0 : (double)b[at]);
@@ -263,6 +278,12 @@ int main(void) {
         SKIP("fewer than two levels with FMA run here (native or emulated): nothing to compare");
         return check_done();
     }
+    volatile float one_plus = 1.0f + 0x1p-12f, minus_one = -1.0f; /* not folded at compile time */
+    build_fuses = multiply_add_probe(one_plus, one_plus, minus_one) != 0x1p-11f;
+    printf("# this build fuses a * b + c in the kernels: %s\n", build_fuses ? "yes" : "no (unoptimised)");
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__) && defined(__GNUC__) && !defined(__clang__)
+    CHECK(build_fuses, "an optimised build fuses a * b + c (portable.inc's ATTEND_CONTRACT)");
+#endif
     static const int nks[] = {1, 3, 4, 5, 8, 15, 16, 17, 31, 33, 130};
     static const int hds[] = {64, 8, 24, 40, 96};
     for (size_t a = 0; a < sizeof nks / sizeof *nks; a++)
