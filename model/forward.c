@@ -48,7 +48,7 @@ struct dmt_state {
     int n_src, src_max;          /* sentences, longest length */
     int *src_off;                /* [n_src + 1] (src_off[n_src]: all rows) */
     int *src_kt_off;             /* [n_src + 1]: the same with each length rounded up to
-                                    16 (dmt_keys_stride), the columns of cross_k */
+                                    16 (dmt_keys_stride): the keys of cross_k's panels */
     int src_off_cap;             /* sentences src_off has room for */
     fbuf enc_out;                /* [src rows][d] */
     fbuf cross_k;                /* [dec layers][d * src_kt_off[n_src]]: source i's K
@@ -363,8 +363,8 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
         s->hyp_cap = hc;
         s->step_cap = sc;
     }
-    size_t kt_cols = (size_t)s->src_kt_off[s->n_src];
-    if (fbuf_reserve(&s->cross_k, (size_t)L * d * kt_cols) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
+    size_t kt_keys = (size_t)s->src_kt_off[s->n_src];
+    if (fbuf_reserve(&s->cross_k, (size_t)L * d * kt_keys) || fbuf_reserve(&s->cross_v, (size_t)L * src_rows * d) ||
         reserve_work(s, (size_t)max_hyps > src_rows ? (size_t)max_hyps : src_rows, CROSS_ROWS * dmt_keys_stride(keys)))
         goto oom;
     for (int l = 0; l < L; l++) { /* K into the work buffer, then each source's transposed */
@@ -372,7 +372,7 @@ int dmt_decode_begin(dmt_state *s, int n_hyps, const int *hyp_src, int max_hyps,
         float *const kv[2] = {s->k.p, s->cross_v.p + (size_t)l * src_rows * d};
         const dmt_linear *const proj[2] = {&a->k, &a->v};
         dmt_matmul_shared(kv, s->enc_out.p, (int)src_rows, proj, 2);
-        float *kt = s->cross_k.p + (size_t)l * d * kt_cols;
+        float *kt = s->cross_k.p + (size_t)l * d * kt_keys;
         for (int i = 0; i < s->n_src; i++)
             dmt_transpose_keys(kt + (size_t)d * s->src_kt_off[i], s->k.p + (size_t)s->src_off[i] * d, d,
                                source_len(s, i), d);

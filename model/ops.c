@@ -96,11 +96,11 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
      * for the keys-across-lanes kernel (kernels.h attend_kt). */
     int hd = d / heads, threads = nq >= 8 ? dmt_kernels_threads() : 1;
     if (threads > nq / 4) threads = nq / 4 > 1 ? nq / 4 : 1;
-    const dmt_kernels *kt = dmt_kernels_active();
+    const dmt_kernels *kern = dmt_kernels_active();
     size_t ldw = dmt_keys_stride(nk); /* a row of weights */
-    float *kt_all = scratch, *weights = scratch;
+    float *kt = scratch, *weights = scratch; /* kt: the keys transposed (no mask) */
     if (causal_offset < 0) {
-        dmt_transpose_keys(kt_all, k, ldkv, nk, d);
+        dmt_transpose_keys(kt, k, ldkv, nk, d);
         weights = scratch + (size_t)d * ldw;
     }
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
@@ -108,16 +108,16 @@ void dmt_attention(float *out, int ldo, const float *q, int ldq, const float *k,
         int i0 = (int)((long)nq * c / threads), i1 = (int)((long)nq * (c + 1) / threads);
         for (int h = 0; h < heads; h++) {
             if (causal_offset < 0) {
-                kt->attend_kt(out + (size_t)i0 * ldo + h * hd, (size_t)ldo, q + (size_t)i0 * ldq + h * hd, (size_t)ldq,
-                              i1 - i0, kt_all + (size_t)h * hd * 16, (size_t)d * 16, v + h * hd, (size_t)ldkv, nk, hd,
-                              weights + (size_t)i0 * ldw);
+                kern->attend_kt(out + (size_t)i0 * ldo + h * hd, (size_t)ldo, q + (size_t)i0 * ldq + h * hd,
+                                (size_t)ldq, i1 - i0, kt + (size_t)h * hd * 16, (size_t)d * 16, v + h * hd,
+                                (size_t)ldkv, nk, hd, weights + (size_t)i0 * ldw);
                 continue;
             }
             float *p = scratch + (size_t)i0 * nk;
             for (int i = i0; i < i1; i++) {
                 int keys = i + causal_offset + 1 < nk ? i + causal_offset + 1 : nk;
-                kt->attend_row(out + (size_t)i * ldo + h * hd, q + (size_t)i * ldq + h * hd, k + h * hd, v + h * hd,
-                               (size_t)ldkv, NULL, keys, hd, p);
+                kern->attend_row(out + (size_t)i * ldo + h * hd, q + (size_t)i * ldq + h * hd, k + h * hd, v + h * hd,
+                                 (size_t)ldkv, NULL, keys, hd, p);
             }
         }
     }
