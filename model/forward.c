@@ -282,7 +282,7 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
     const dmt_model *m = s->m;
     const dmt_config *c = &m->cfg;
     int d = c->d_model, S = 0;
-    size_t rows = 0;
+    size_t rows = 0, kt_rows = 0; /* tokens; the same with each sentence padded to 16 */
     for (int i = 0; i < n; i++) {
         if (src_len[i] < 1) { snprintf(err, errlen, "sentence %d is empty", i); return -1; }
         if (src_len[i] > c->max_positions) {
@@ -297,8 +297,9 @@ int dmt_encode(dmt_state *s, int n, const int32_t *const *src, const int *src_le
             }
         S = src_len[i] > S ? src_len[i] : S;
         rows += (size_t)src_len[i];
+        kt_rows += dmt_keys_stride(src_len[i]);
     }
-    if (rows > INT_MAX) {
+    if (kt_rows > INT_MAX) { /* src_kt_off's int; kt_rows >= rows */
         snprintf(err, errlen, "a batch of %zu tokens is too large", rows);
         return -1;
     }
