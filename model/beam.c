@@ -137,9 +137,37 @@ static int sync_vocab(search *S, dmt_state *st) {
 /* The row entry of piece tok, -1 when this step does not score it. */
 static int entry_of(const search *S, int tok) { return S->col_of ? S->col_of[tok] : tok; }
 
-static void ban(const search *S, float *row, int tok) {
+/* One beam's log-probabilities at a step: val[p] for row entry ent[p] (ascending), or
+ * entry p where ent is NULL, p < n; every piece not in it is -inf (dmt_vocab_row: a
+ * sentence's shortlist candidates, without the rest of the row). */
+typedef struct {
+    float *val;
+    const int32_t *ent;
+    int n;
+} scores;
+
+static int piece_at(const search *S, const scores *r, int p) {
+    int e = r->ent ? r->ent[p] : p;
+    return S->cols ? S->cols[e] : e;
+}
+
+/* Where piece tok's log-probability is; NULL when it is not a candidate (-inf). */
+static float *score_of(const search *S, const scores *r, int tok) {
     int e = entry_of(S, tok);
-    if (e >= 0) row[e] = -INFINITY;
+    if (e < 0) return NULL;
+    if (!r->ent) return e < r->n ? r->val + e : NULL;
+    int lo = 0, hi = r->n; /* the first candidate entry >= e */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (r->ent[mid] < e) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < r->n && r->ent[lo] == e ? r->val + lo : NULL;
+}
+
+static void ban(const search *S, scores *r, int tok) {
+    float *x = score_of(S, r, tok);
+    if (x) *x = -INFINITY;
 }
 
 /* floor(a * src_len + b), capped by the positions left after the prefix, at least 1. */
@@ -225,7 +253,7 @@ static int has_run(const int32_t *seq, int n, const int32_t *unit, int p, int co
 /* Repetition guard: hist[0..g) ending in R copies of a unit bans the unit's first
  * token, unless the source has R+1 copies (numbers like 1000000, "!!!!", a copied
  * "hahaha" stay possible). A few compares per beam unless a run is already there. */
-static void mask_repeats(const search *S, float *row, const int32_t *hist, int g, int i) {
+static void mask_repeats(const search *S, scores *r, const int32_t *hist, int g, int i) {
     int R = S->o.max_repeats;
     const int32_t *src = S->src ? S->src[i] : NULL;
     int n_src = src ? S->src_len[i] - 1 : 0; /* without </s> */
@@ -233,9 +261,9 @@ static void mask_repeats(const search *S, float *row, const int32_t *hist, int g
         const int32_t *unit = hist + g - p;
         int c = 1;
         while (c < R && memcmp(hist + g - (c + 1) * p, unit, (size_t)p * sizeof *unit) == 0) c++;
-        int e = entry_of(S, unit[0]);
-        if (c < R || e < 0 || row[e] == -INFINITY) continue;
-        if (!has_run(src, n_src, unit, p, R + 1)) row[e] = -INFINITY;
+        float *x = score_of(S, r, unit[0]);
+        if (c < R || !x || *x == -INFINITY) continue;
+        if (!has_run(src, n_src, unit, p, R + 1)) *x = -INFINITY;
     }
 }
 
@@ -257,7 +285,7 @@ static int count_runs(const signed char *dig, const int32_t *seq, int n, const i
 }
 
 /* copy_numbers: digits only as the continuation of a source run of digits (beam.h). */
-static void mask_numbers(const search *S, float *row, const int32_t *hist, int g, int t, int i) {
+static void mask_numbers(const search *S, scores *r, const int32_t *hist, int g, int t, int i) {
     const signed char *dig = S->m->digit_of;
     int room = S->max_len[i] - t; /* tokens this hypothesis may still generate after this one */
     const int32_t *src = S->src ? S->src[i] : NULL;
@@ -266,8 +294,8 @@ static void mask_numbers(const search *S, float *row, const int32_t *hist, int g
     const int32_t *run = hist + g - p;
     int open = 0; /* digits the rules before (repeats, n-grams) and the shortlist leave */
     for (int q = 0; q < S->m->n_digit_ids; q++) {
-        int e = entry_of(S, S->m->digit_ids[q]);
-        if (e >= 0 && row[e] > -INFINITY) open |= 1 << dig[S->m->digit_ids[q]];
+        const float *x = score_of(S, r, S->m->digit_ids[q]);
+        if (x && *x > -INFINITY) open |= 1 << dig[S->m->digit_ids[q]];
     }
     int runs = 0;
     for (int s = 0; s < n_src; s++)
@@ -294,53 +322,54 @@ static void mask_numbers(const search *S, float *row, const int32_t *hist, int g
      * another rule stops): no more digits, and words may follow */
     if (!allowed) complete = 1;
     for (int q = 0; q < S->m->n_digit_ids; q++)
-        if (!(allowed >> dig[S->m->digit_ids[q]] & 1)) ban(S, row, S->m->digit_ids[q]);
+        if (!(allowed >> dig[S->m->digit_ids[q]] & 1)) ban(S, r, S->m->digit_ids[q]);
     if (complete) {
         /* </s> only once every number of the source is written (as often as there);
          * its cost grows with the square of the runs: a source of more than
          * DMT_COPY_NUMBERS_MAX_RUNS (a table of figures) keeps only the rule above */
-        int eos = S->m->cfg.eos_id, e_eos = entry_of(S, eos);
-        if (runs > DMT_COPY_NUMBERS_MAX_RUNS || e_eos < 0 || row[e_eos] == -INFINITY) return;
+        float *x_eos = score_of(S, r, S->m->cfg.eos_id);
+        if (runs > DMT_COPY_NUMBERS_MAX_RUNS || !x_eos || *x_eos == -INFINITY) return;
         for (int s = 0; s < n_src;) {
             if (dig[src[s]] < 0) { s++; continue; }
             int e = s;
             while (e < n_src && dig[src[e]] >= 0) e++;
             if (count_runs(dig, hist, g, src + s, e - s) < count_runs(dig, src, n_src, src + s, e - s)) {
-                row[e_eos] = -INFINITY;
+                *x_eos = -INFINITY;
                 return;
             }
             s = e;
         }
         return;
     }
-    for (int e = 0; e < S->n_cols; e++) /* inside a number: nothing but its next digit */
-        if (dig[S->cols ? S->cols[e] : e] < 0) row[e] = -INFINITY;
+    for (int p = 0; p < r->n; p++) /* inside a number: nothing but its next digit */
+        if (dig[piece_at(S, r, p)] < 0) r->val[p] = -INFINITY;
 }
 
 /* Masks what may not come next on one beam of sentence i: <pad>, <s>, </s> before
  * min_len, the repetition guard's ban, and tokens that would repeat an n-gram of
  * hist[0..g). */
-static void mask_row(const search *S, float *row, const int32_t *hist, int g, int t, int i) {
+static void mask_row(const search *S, scores *r, const int32_t *hist, int g, int t, int i) {
     const dmt_config *c = &S->m->cfg;
-    if (c->pad_id != c->eos_id) ban(S, row, c->pad_id);
-    if (c->bos_id != c->eos_id) ban(S, row, c->bos_id);
-    if (t <= S->o.min_len) ban(S, row, c->eos_id);
-    if (S->o.max_repeats > 0) mask_repeats(S, row, hist, g, i);
+    if (c->pad_id != c->eos_id) ban(S, r, c->pad_id);
+    if (c->bos_id != c->eos_id) ban(S, r, c->bos_id);
+    if (t <= S->o.min_len) ban(S, r, c->eos_id);
+    if (S->o.max_repeats > 0) mask_repeats(S, r, hist, g, i);
     int ng = S->o.no_repeat_ngram_size;
     if (ng > 0 && g >= ng - 1) {
         const int32_t *tail = hist + g - (ng - 1);
         for (int j = 0; j + ng - 1 < g; j++)
-            if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) ban(S, row, hist[j + ng - 1]);
+            if (memcmp(hist + j, tail, (size_t)(ng - 1) * sizeof *hist) == 0) ban(S, r, hist[j + ng - 1]);
     }
     /* last: it reads which digits the bans above left */
-    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, row, hist, g, t, i);
+    if (S->o.copy_numbers && S->m->digit_of) mask_numbers(S, r, hist, g, t, i);
 }
 
 /* The best `cap` candidates of one beam into top[] (best first); their count.
  * Tokens are scanned in increasing order (a shortlist's entries are ascending too),
  * so an equal score never displaces. */
-static int row_candidates(const search *S, cand *top, const float *row, float cum, int beam, int cap) {
-    int n = 0, V = S->n_cols;
+static int row_candidates(const search *S, cand *top, const scores *r, float cum, int beam, int cap) {
+    int n = 0, V = r->n;
+    const float *row = r->val;
     for (int v0 = 0; v0 < V; v0 += 16) {
         int end = v0 + 16 < V ? v0 + 16 : V;
         if (n == cap) { /* once the list is full, whole blocks of 16 lose: test them in SIMD */
@@ -356,7 +385,7 @@ static int row_candidates(const search *S, cand *top, const float *row, float cu
             if (n == cap && !(sc > top[n - 1].score)) continue;
             int p = n < cap ? n++ : cap - 1;
             while (p > 0 && top[p - 1].score < sc) { top[p] = top[p - 1]; p--; }
-            top[p] = (cand){sc, S->cols ? S->cols[v] : v, beam};
+            top[p] = (cand){sc, piece_at(S, r, v), beam};
         }
     }
     return n;
@@ -408,10 +437,10 @@ static int step_sentence(search *S, int a, int i, int t, int cur, int na) {
         if (j >= S->width) continue;      /* narrow layout: beam 0 only */
         float cum = S->cum[cur][r];
         if (!(cum > -INFINITY)) continue; /* empty slot */
-        float *row = S->lp + r * S->n_cols;
-        if (S->vocab) dmt_vocab_row(S->vocab, i, row);
-        mask_row(S, row, S->hist[cur] + r * L, t - 1, t, i);
-        S->count[j] = row_candidates(S, S->lists + (size_t)j * (2 * k + 1), row, cum, j, 2 * k + 1);
+        scores sc = {S->lp + r * S->n_cols, NULL, S->n_cols};
+        if (S->vocab) sc.n = dmt_vocab_row(S->vocab, i, sc.val, &sc.val, &sc.ent);
+        mask_row(S, &sc, S->hist[cur] + r * L, t - 1, t, i);
+        S->count[j] = row_candidates(S, S->lists + (size_t)j * (2 * k + 1), &sc, cum, j, 2 * k + 1);
     }
     int nc = merge_candidates(S, 2 * k + 1); /* one past the 2k, for the gap at the edge */
     for (int r = 0; r + 1 < nc && r < 2 * k; r++) {

@@ -405,11 +405,13 @@ const int32_t *dmt_vocab_cols(const dmt_vocab *v, int *n, const int32_t **col_of
     return v->n_cols ? v->cols : NULL;
 }
 
-void dmt_vocab_row(const dmt_vocab *v, int slot, float *row) {
+int dmt_vocab_row(const dmt_vocab *v, int slot, float *row, float **values, const int32_t **entries) {
     int n = v->n_cols ? v->n_cols : v->V;
     if (slot < 0 || slot >= v->cap || v->in[slot] != 1 || !v->entry[slot]) {
         dmt_log_softmax(row, 1, n); /* a sentence without a table: all of the row */
-        return;
+        *values = row;
+        *entries = NULL;
+        return n;
     }
     const int32_t *e = v->entry[slot];
     int m = v->n_allow[slot], ns = v->n_sample[slot];
@@ -419,8 +421,9 @@ void dmt_vocab_row(const dmt_vocab *v, int slot, float *row) {
     /* the kernels' vectorised log-softmax over the candidates and the weighted sample:
      * the candidates' entries come out normalised by the estimate (shortlist.h) */
     dmt_log_softmax(x, 1, m + ns);
-    for (int j = 0; j < n; j++) row[j] = -INFINITY;
-    for (int j = 0; j < m; j++) row[e[j]] = x[j];
+    *values = x; /* the candidates first, their entries ascending */
+    *entries = e;
+    return m;
 }
 
 int dmt_vocab_rebuilds(const dmt_vocab *v) { return v->rebuilds; }

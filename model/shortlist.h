@@ -110,9 +110,13 @@ int dmt_vocab_sync(dmt_vocab *v, dmt_state *st);
  * row length; col_of[piece] (NULL when cols is) is its entry, -1 when not scored. */
 const int32_t *dmt_vocab_cols(const dmt_vocab *v, int *n, const int32_t **col_of);
 /* Turns a row of the last step's logits into log-probabilities: sentence slot's
- * candidates normalised as above, every other piece -inf. A sentence without a table
- * (or a slot not in): log-softmax over the whole row. */
-void dmt_vocab_row(const dmt_vocab *v, int slot, float *row);
+ * candidates normalised as above, every other piece -inf. Returns their number n, with
+ * (*values)[p] the log-probability of row entry (*entries)[p], ascending in p; values
+ * is v's own buffer, valid until the next call, so nothing spends time on the pieces
+ * that are not candidates. A sentence without a table (or a slot not in): the
+ * log-softmax of the whole row, in place (*values = row, *entries = NULL, n its
+ * length). */
+int dmt_vocab_row(const dmt_vocab *v, int slot, float *row, float **values, const int32_t **entries);
 /* Restriction rebuilds so far (for tests and logs). */
 int dmt_vocab_rebuilds(const dmt_vocab *v);
 
