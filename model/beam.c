@@ -137,9 +137,9 @@ static int sync_vocab(search *S, dmt_state *st) {
 /* The row entry of piece tok, -1 when this step does not score it. */
 static int entry_of(const search *S, int tok) { return S->col_of ? S->col_of[tok] : tok; }
 
-/* One beam's log-probabilities at a step: val[p] for row entry ent[p] (ascending), or
- * entry p where ent is NULL, p < n; every piece not in it is -inf (dmt_vocab_row: a
- * sentence's shortlist candidates, without the rest of the row). */
+/* One beam's log-probabilities at a step: val[p] for row entry ent[p], or entry p
+ * where ent is NULL, p < n, in piece order either way; every piece not in it is -inf
+ * (dmt_vocab_row: a sentence's shortlist candidates, without the rest of the row). */
 typedef struct {
     float *val;
     const int32_t *ent;
@@ -156,10 +156,10 @@ static float *score_of(const search *S, const scores *r, int tok) {
     int e = entry_of(S, tok);
     if (e < 0) return NULL;
     if (!r->ent) return e < r->n ? r->val + e : NULL;
-    int lo = 0, hi = r->n; /* the first candidate entry >= e */
+    int lo = 0, hi = r->n; /* the first candidate piece >= tok */
     while (lo < hi) {
         int mid = lo + (hi - lo) / 2;
-        if (r->ent[mid] < e) lo = mid + 1;
+        if (piece_at(S, r, mid) < tok) lo = mid + 1;
         else hi = mid;
     }
     return lo < r->n && r->ent[lo] == e ? r->val + lo : NULL;
@@ -365,8 +365,8 @@ static void mask_row(const search *S, scores *r, const int32_t *hist, int g, int
 }
 
 /* The best `cap` candidates of one beam into top[] (best first); their count.
- * Tokens are scanned in increasing order (a shortlist's entries are ascending too),
- * so an equal score never displaces. */
+ * Tokens are scanned in increasing order (a shortlist's candidates come in piece
+ * order too), so an equal score never displaces. */
 static int row_candidates(const search *S, cand *top, const scores *r, float cum, int beam, int cap) {
     int n = 0, V = r->n;
     const float *row = r->val;

@@ -154,6 +154,28 @@ const dmt_model *dmt_state_model(const dmt_state *s) { return s->m; }
 
 float *dmt_state_logits(dmt_state *s, size_t floats) { return fbuf_reserve(&s->logits, floats) ? NULL : s->logits.p; }
 
+/* Room in vocab_buf (and vocab_bias) for n gathered columns, with headroom for the
+ * columns dmt_state_extend_vocab may add (what it holds is kept). */
+static int reserve_vocab(dmt_state *s, int n) {
+    const dmt_linear *full = &s->m->output_projection;
+    size_t bytes = dmt_linear_gather_bytes(full, n);
+    if (bytes > s->vocab_buf_bytes) {
+        int room = n + n / 2 < full->out ? n + n / 2 : full->out;
+        size_t want = dmt_linear_gather_bytes(full, room > n ? room : n);
+        void *p = NULL;
+        if (posix_memalign(&p, 64, want)) return -1;
+        if (s->vocab_n) { /* the restriction stays whole, in the new buffer */
+            memcpy(p, s->vocab_buf, s->vocab_buf_bytes);
+            if (s->vocab_proj.packed) s->vocab_proj.packed = p;
+            else s->vocab_proj.weight = p;
+        }
+        free(s->vocab_buf);
+        s->vocab_buf = p;
+        s->vocab_buf_bytes = want;
+    }
+    return full->bias && fbuf_reserve(&s->vocab_bias, (size_t)n) ? -1 : 0;
+}
+
 int dmt_state_restrict_vocab(dmt_state *s, int n, const int32_t *ids, int raw) {
     const dmt_linear *full = &s->m->output_projection;
     s->vocab_n = 0;
@@ -161,17 +183,20 @@ int dmt_state_restrict_vocab(dmt_state *s, int n, const int32_t *ids, int raw) {
     if (n <= 0 || !ids) return 0;
     for (int i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= full->out || (i > 0 && ids[i] <= ids[i - 1])) return -1;
-    size_t bytes = dmt_linear_gather_bytes(full, n);
-    if (bytes > s->vocab_buf_bytes) {
-        void *p = NULL;
-        if (posix_memalign(&p, 64, bytes)) return -1;
-        free(s->vocab_buf);
-        s->vocab_buf = p;
-        s->vocab_buf_bytes = bytes;
-    }
-    if (full->bias && fbuf_reserve(&s->vocab_bias, (size_t)n)) return -1;
+    if (reserve_vocab(s, n)) return -1;
     dmt_linear_gather(&s->vocab_proj, s->vocab_buf, s->vocab_bias.p, full, n, ids);
     s->vocab_n = n;
+    return 0;
+}
+
+int dmt_state_extend_vocab(dmt_state *s, int n, const int32_t *ids) {
+    const dmt_linear *full = &s->m->output_projection;
+    if (!s->vocab_n || n <= 0 || !ids || n > full->out - s->vocab_n) return -1;
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= full->out) return -1;
+    if (reserve_vocab(s, s->vocab_n + n)) return -1;
+    dmt_linear_gather_more(&s->vocab_proj, s->vocab_buf, s->vocab_bias.p, full, n, ids);
+    s->vocab_n += n;
     return 0;
 }
 

@@ -41,6 +41,11 @@ float *dmt_state_logits(dmt_state *s, size_t floats);
  * output projection's n columns (n x d_model weights). 0, or -1 (bad ids, out of
  * memory: the restriction is then lifted). */
 int dmt_state_restrict_vocab(dmt_state *s, int n, const int32_t *ids, int raw);
+/* Adds pieces ids[0..n) (none scored yet, each once) to a restriction as its next
+ * columns, copying only their weights: a sentence that joins a batch needs a few
+ * pieces more, not the whole union gathered again. 0, or -1 (no restriction, bad ids,
+ * out of memory: the restriction is then unchanged). */
+int dmt_state_extend_vocab(dmt_state *s, int n, const int32_t *ids);
 /* The length of a step's log-probability rows: n of the restriction, or vocab_size. */
 int dmt_state_vocab_size(const dmt_state *s);
 

@@ -125,15 +125,22 @@ size_t dmt_linear_gather_bytes(const dmt_linear *src, int n) {
 }
 
 void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_linear *src, int n, const int32_t *ids) {
-    int in = src->in;
-    const dmt_kernels *k = src->kernels;
     *dst = *src;
-    dst->out = n;
+    dst->out = 0;
+    dmt_linear_gather_more(dst, buf, bias_buf, src, n, ids);
+}
+
+void dmt_linear_gather_more(dmt_linear *dst, void *buf, float *bias_buf, const dmt_linear *src, int n,
+                            const int32_t *ids) {
+    int in = src->in, first = dst->out, total = first + n;
+    const dmt_kernels *k = src->kernels;
+    dst->out = total;
     dst->bias = src->bias ? bias_buf : NULL;
-    for (int i = 0; src->bias && i < n; i++) bias_buf[i] = src->bias[ids[i]];
+    for (int i = 0; src->bias && i < n; i++) bias_buf[first + i] = src->bias[ids[i]];
     if (src->layout == DMT_LAYOUT_ROWS) {
         for (int i = 0; i < n; i++)
-            memcpy((float *)buf + (size_t)i * in, src->weight + (size_t)ids[i] * in, (size_t)in * sizeof(float));
+            memcpy((float *)buf + (size_t)(first + i) * in, src->weight + (size_t)ids[i] * in,
+                   (size_t)in * sizeof(float));
         dst->weight = buf;
         dst->packed = NULL;
         return;
@@ -143,14 +150,26 @@ void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_li
      * without the offset arithmetic (a division by P) per element. */
     int i8 = src->layout == DMT_LAYOUT_PACKED_I8, bf16 = src->layout == DMT_LAYOUT_PACKED_BF16;
     int P = i8 ? k->panel_i8 : k->panel_f32;
+    int old_panels = dmt_panels_of(first, P), panels = dmt_panels_of(total, P);
     size_t group = i8 ? 4 : bf16 ? 2 * sizeof(uint16_t) : sizeof(float);
     size_t groups = (size_t)(i8 ? dmt_quads_of(in) : bf16 ? pairs_of(in) : in); /* a column's */
     size_t panel = groups * P * group, stride = (size_t)P * group;
-    /* the last panel's padding columns must be zero: clear that panel */
-    memset((char *)buf + (size_t)((n - 1) / P) * panel, 0, panel);
+    if (i8 && first && panels > old_panels) {
+        /* the compensations and scales follow the panels: move them past the new ones
+         * (the scales first: they move furthest) */
+        dmt_linear before = *dst;
+        before.out = first, before.packed = buf;
+        dst->packed = buf;
+        memmove((float *)dmt_i8_scales(dst, P), dmt_i8_scales(&before, P), (size_t)old_panels * P * sizeof(float));
+        memmove((int32_t *)dmt_i8_comp(dst, P), dmt_i8_comp(&before, P), (size_t)old_panels * P * sizeof(int32_t));
+    }
+    /* a new last panel's padding columns must be zero: clear it (the columns fill the
+     * others whole; an old last panel's padding is zero already) */
+    if (panels > old_panels) memset((char *)buf + (size_t)(panels - 1) * panel, 0, panel);
     const char *from = src->packed;
-    for (int i = 0; i < n; i++) {
-        const char *s0 = from + (size_t)(ids[i] / P) * panel + (size_t)(ids[i] % P) * group;
+    for (int i = first; i < total; i++) {
+        int id = ids[i - first];
+        const char *s0 = from + (size_t)(id / P) * panel + (size_t)(id % P) * group;
         char *d0 = (char *)buf + (size_t)(i / P) * panel + (size_t)(i % P) * group;
         for (size_t g = 0; g < groups; g++) memcpy(d0 + g * stride, s0 + g * stride, group);
     }
@@ -160,10 +179,9 @@ void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_li
         float *scale = (float *)dmt_i8_scales(dst, P);
         const int32_t *comp_from = dmt_i8_comp(src, P);
         const float *scale_from = dmt_i8_scales(src, P);
-        int cols = dmt_panels_of(n, P) * P;
-        for (int i = 0; i < cols; i++) {
-            comp[i] = i < n ? comp_from[ids[i]] : 0;
-            scale[i] = i < n ? scale_from[ids[i]] : 0.0f;
+        for (int i = first; i < panels * P; i++) {
+            comp[i] = i < total ? comp_from[ids[i - first]] : 0;
+            scale[i] = i < total ? scale_from[ids[i - first]] : 0.0f;
         }
     }
 }

@@ -69,6 +69,13 @@ size_t dmt_linear_gather_bytes(const dmt_linear *src, int n);
  * layouts (tests/c/test_gemm.c; OpenBLAS's row layout may round differently). What a
  * vocabulary shortlist scores (model/shortlist.h). */
 void dmt_linear_gather(dmt_linear *dst, void *buf, float *bias_buf, const dmt_linear *src, int n, const int32_t *ids);
+/* Appends the columns ids[0..n) of src to dst, a dmt_linear_gather of src, as columns
+ * dst->out .. dst->out + n - 1, copying only those: buf and bias_buf hold dst's
+ * columns (buf may have been copied whole to a larger buffer) and have room for the
+ * new ones (dmt_linear_gather_bytes of the new count). The result is the gather of
+ * the old ids followed by these, byte for byte. */
+void dmt_linear_gather_more(dmt_linear *dst, void *buf, float *bias_buf, const dmt_linear *src, int n,
+                            const int32_t *ids);
 
 /* What multiplies a layout's products: "generic (OpenBLAS) F32", "avx2 F32",
  * "avx512bf16 BF16", "avx512vnni INT8", ... into buf; for logs and reports. Returns buf. */

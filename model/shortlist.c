@@ -232,16 +232,17 @@ struct dmt_vocab {
     int *n_sample;    /* [cap] sample pieces outside each sentence's candidates */
     float *sample_lw; /* [cap] log of the pieces outside its candidates each stands for */
     int32_t **entry;  /* [cap][n_allow + n_sample] their entries in a row: the candidates
-                       * ascending, then the sample pieces outside; NULL: stale */
+                       * in piece order, then the sample pieces outside; NULL: stale */
     char *in;         /* [cap] 0: not in, 1: in with its candidates, 2: in, needs the whole vocabulary */
     int *count;       /* [V] sentences in that need each piece */
     int n_needed;     /* pieces with count > 0 */
     int n_whole;      /* sentences in with in == 2 */
-    int32_t *cols;    /* [V] the scored pieces, ascending (n_cols of them) */
+    int32_t *cols;    /* [V] the scored pieces (n_cols of them): ascending when gathered,
+                       * then the pieces added as sentences join */
     int32_t *col_of;  /* [V] entry of each piece in cols, -1 when not scored */
     int n_cols;       /* 0: the state scores the whole vocabulary */
     int grow;         /* a needed piece is not scored: rebuild before the next step */
-    int rebuilds;
+    int rebuilds, additions;
     float *tmp;       /* [V] a row's allowed scores */
 };
 
@@ -348,7 +349,9 @@ static void drop_entries(dmt_vocab *v) {
     }
 }
 
-/* Each sentence's row entries under the current columns (ascending). */
+/* Each sentence's row entries under the current columns, in piece order (the
+ * candidates, then the sample); entries already filled stay valid as columns are
+ * added. */
 static int fill_entries(dmt_vocab *v) {
     for (int i = 0; i < v->cap; i++) {
         if (v->in[i] != 1 || v->entry[i]) continue;
@@ -380,7 +383,23 @@ int dmt_vocab_sync(dmt_vocab *v, dmt_state *st) {
         return fill_entries(v);
     }
     /* a few unneeded pieces cost less than gathering the columns again */
-    if (v->n_cols && !v->grow && v->n_cols <= v->n_needed + v->n_needed / 4 + 64) return fill_entries(v);
+    int room = v->n_needed + v->n_needed / 4 + 64;
+    if (v->n_cols && !v->grow && v->n_cols <= room) return fill_entries(v);
+    if (v->n_cols && v->grow) {
+        /* the pieces a sentence that joined needs: added as new columns while the
+         * columns stay within the room (nearly every sentence brings some, and
+         * gathering the whole union again cost 6% of a translation) */
+        int n = v->n_cols;
+        for (int t = 0; t < v->V && n <= room; t++)
+            if (v->count[t] > 0 && v->col_of[t] < 0) v->cols[n++] = t;
+        if (n <= room && dmt_state_extend_vocab(st, n - v->n_cols, v->cols + v->n_cols) == 0) {
+            for (int j = v->n_cols; j < n; j++) v->col_of[v->cols[j]] = j;
+            v->n_cols = n;
+            v->grow = 0;
+            v->additions++;
+            return fill_entries(v);
+        }
+    }
     unrestrict(v);
     drop_entries(v);
     int n = 0;
@@ -421,9 +440,10 @@ int dmt_vocab_row(const dmt_vocab *v, int slot, float *row, float **values, cons
     /* the kernels' vectorised log-softmax over the candidates and the weighted sample:
      * the candidates' entries come out normalised by the estimate (shortlist.h) */
     dmt_log_softmax(x, 1, m + ns);
-    *values = x; /* the candidates first, their entries ascending */
+    *values = x; /* the candidates first, in piece order */
     *entries = e;
     return m;
 }
 
 int dmt_vocab_rebuilds(const dmt_vocab *v) { return v->rebuilds; }
+int dmt_vocab_additions(const dmt_vocab *v) { return v->additions; }

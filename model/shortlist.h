@@ -103,21 +103,28 @@ void dmt_vocab_join(dmt_vocab *v, int slot, int target, const int32_t *src, int 
 /* It leaves (a slot that is not in is ignored). */
 void dmt_vocab_leave(dmt_vocab *v, int slot);
 /* Before a decoder step: restricts st's vocabulary to what the sentences in need, or
- * lifts the restriction. Rebuilds only when a sentence needs a piece not scored, or
- * when much less is needed than scored. 0, or -1 out of memory. */
+ * lifts the restriction. Pieces a sentence needs that are not scored are added as
+ * new columns (dmt_state_extend_vocab) while the columns stay within a quarter of
+ * what is needed (plus 64); past that, or when much less is needed than scored, the
+ * union is gathered again, ascending. The row order therefore follows the batch's
+ * history, not the pieces; a sentence's log-probabilities (dmt_vocab_row) do not
+ * depend on it. 0, or -1 out of memory. */
 int dmt_vocab_sync(dmt_vocab *v, dmt_state *st);
-/* After a sync: the piece of each row entry (NULL: entry j is piece j) and *n the
- * row length; col_of[piece] (NULL when cols is) is its entry, -1 when not scored. */
+/* After a sync: the piece of each row entry (NULL: entry j is piece j; not
+ * necessarily ascending) and *n the row length; col_of[piece] (NULL when cols is) is
+ * its entry, -1 when not scored. */
 const int32_t *dmt_vocab_cols(const dmt_vocab *v, int *n, const int32_t **col_of);
 /* Turns a row of the last step's logits into log-probabilities: sentence slot's
  * candidates normalised as above, every other piece -inf. Returns their number n, with
- * (*values)[p] the log-probability of row entry (*entries)[p], ascending in p; values
+ * (*values)[p] the log-probability of row entry (*entries)[p], in piece order; values
  * is v's own buffer, valid until the next call, so nothing spends time on the pieces
  * that are not candidates. A sentence without a table (or a slot not in): the
  * log-softmax of the whole row, in place (*values = row, *entries = NULL, n its
  * length). */
 int dmt_vocab_row(const dmt_vocab *v, int slot, float *row, float **values, const int32_t **entries);
-/* Restriction rebuilds so far (for tests and logs). */
+/* Restriction rebuilds (the union gathered whole) and additions (the pieces a
+ * sentence that joined needs, added as columns) so far, for tests and logs. */
 int dmt_vocab_rebuilds(const dmt_vocab *v);
+int dmt_vocab_additions(const dmt_vocab *v);
 
 #endif

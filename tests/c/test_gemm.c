@@ -98,6 +98,41 @@ static void check_gather(const dmt_linear *lin, const float *x, int ldx, int n, 
         CHECK(same, what);
         free(buf), free(bias), free(y);
     }
+    /* The same columns in three parts (dmt_linear_gather_more: what a shortlist adds
+     * as sentences join), the first two in a buffer only just big enough and then
+     * copied whole to a bigger one, as the state grows it: the bits of one gather, and
+     * its bytes. */
+    if (m >= 3) {
+        int p1 = m / 3 > 0 ? m / 3 : 1, p2 = (m - p1) / 2 > 0 ? (m - p1) / 2 : 1, p3 = m - p1 - p2;
+        size_t small = dmt_linear_gather_bytes(lin, p1 + p2), whole = dmt_linear_gather_bytes(lin, m);
+        void *buf = aligned_alloc(64, small), *big = aligned_alloc(64, whole), *one = aligned_alloc(64, whole);
+        float *bias = malloc((size_t)m * sizeof *bias), *bias_one = malloc((size_t)m * sizeof *bias_one);
+        float *y = malloc((size_t)n * m * sizeof *y);
+        memset(big, 0x5a, whole); /* garbage where no column was written yet */
+        dmt_linear g, g1;
+        dmt_linear_gather(&g, buf, bias, lin, p1, ids);
+        dmt_linear_gather_more(&g, buf, bias, lin, p2, ids + p1);
+        memcpy(big, buf, small);
+        dmt_linear_gather_more(&g, big, bias, lin, p3, ids + p1 + p2);
+        dmt_linear_gather(&g1, one, bias_one, lin, m, ids);
+        dmt_gemm_packed(y, m, x, ldx, n, &g, 1);
+        int same = g.out == m && (g.bias != NULL) == (lin->bias != NULL);
+        for (int i = 0; same && i < n; i++)
+            for (int j = 0; same && j < m; j++)
+                same = !memcmp(&y[(size_t)i * m + j], &y_full[(size_t)i * ldy + ids[j]], sizeof *y);
+        /* the packed bytes (panels, then int8's compensations and scales) as one
+         * gather's; the row layout's rows likewise */
+        size_t used = lin->layout == DMT_LAYOUT_ROWS ? (size_t)m * lin->in * sizeof(float)
+                                                     : dmt_gemm_packed_bytes(lin->kernels, lin->layout, m, lin->in);
+        int bytes_same = !memcmp(big, one, used) && (!lin->bias || !memcmp(bias, bias_one, (size_t)m * sizeof *bias));
+        char what[200];
+        snprintf(what, sizeof what,
+                 "%s %s n=%d in=%d out=%d: %d + %d + %d columns added = one gather of them, bits and bytes",
+                 lin->kernels->name, layout_name(lin->layout), n, lin->in, lin->out, p1, p2, p3);
+        CHECK(same && bytes_same, what, "products %s, bytes %s", same ? "same" : "differ",
+              bytes_same ? "same" : "differ");
+        free(buf), free(big), free(one), free(bias), free(bias_one), free(y);
+    }
     free(ids);
 }
 

@@ -529,10 +529,44 @@ static void vocab_tests(const dmt_model *m, const dmt_shortlist *sl) {
     for (int j = 0; exact && j < n; j++) exact = (a0[cols[j] / 64] >> (cols[j] % 64) & 1) && col_of[cols[j]] == j;
     CHECK(exact, "one sentence in: the state scores exactly its candidates and the sample, ascending",
           "%d scored, %d candidates", dmt_state_vocab_size(st), n0);
+    /* the logits of one step over the first sentence's columns, to compare after */
+    int32_t bos = c->bos_id;
+    const int32_t *src0 = s0;
+    int len0 = 3, hyp0 = 0;
+    float *lp_before = malloc((size_t)c->vocab_size * sizeof(float)), *lp = malloc((size_t)c->vocab_size * sizeof(float));
+    int stepped = ok && dmt_encode(st, 1, &src0, &len0, NULL, 0) == 0 &&
+                  dmt_decode_begin(st, 1, &hyp0, 1, 2, NULL, 0) == 0 && dmt_decode_step(st, &bos, lp_before) == 0;
     dmt_vocab_join(v, 1, 6, s1, 5);
     ok = ok && dmt_vocab_sync(v, st) == 0;
-    CHECK(ok && dmt_state_vocab_size(st) == n01 && dmt_vocab_rebuilds(v) == 2,
-          "a second sentence needing more: the union is scored", "%d scored, want %d", dmt_state_vocab_size(st), n01);
+    cols = dmt_vocab_cols(v, &n, &col_of);
+    /* its pieces come as new columns after the first sentence's: each piece of the
+     * union once, col_of its column */
+    int added_ok = ok && cols && n == n01;
+    for (int j = 0; added_ok && j < n; j++)
+        added_ok = ((a0[cols[j] / 64] | a1[cols[j] / 64]) >> (cols[j] % 64) & 1) && col_of[cols[j]] == j &&
+                   (j < n0) == ((a0[cols[j] / 64] >> (cols[j] % 64) & 1) != 0);
+    CHECK(added_ok && dmt_state_vocab_size(st) == n01 && dmt_vocab_rebuilds(v) == 1 && dmt_vocab_additions(v) == 1,
+          "a second sentence needing more: its pieces are added as columns after the first's (the union scored, "
+          "nothing gathered again)",
+          "%d scored, want %d; %d rebuilds, %d additions", dmt_state_vocab_size(st), n01, dmt_vocab_rebuilds(v),
+          dmt_vocab_additions(v));
+    /* the same step again: each column's logit is its piece's, bit for bit, old
+     * columns and added ones */
+    int same_logits = stepped && dmt_decode_begin(st, 1, &hyp0, 1, 2, NULL, 0) == 0 &&
+                      dmt_decode_step(st, &bos, lp) == 0;
+    float *lp_full = malloc((size_t)c->vocab_size * sizeof(float));
+    dmt_state *full = dmt_state_new(m);
+    same_logits = same_logits && full && dmt_encode(full, 1, &src0, &len0, NULL, 0) == 0 &&
+                  dmt_decode_begin(full, 1, &hyp0, 1, 2, NULL, 0) == 0 && dmt_state_restrict_vocab(full, 0, NULL, 1) == 0;
+    int32_t *every = malloc((size_t)c->vocab_size * sizeof *every);
+    for (int t = 0; t < c->vocab_size; t++) every[t] = t;
+    same_logits = same_logits && dmt_state_restrict_vocab(full, c->vocab_size, every, 1) == 0 &&
+                  dmt_decode_step(full, &bos, lp_full) == 0;
+    for (int j = 0; same_logits && j < n; j++)
+        same_logits = !memcmp(&lp[j], &lp_full[cols[j]], sizeof *lp) && (j >= n0 || !memcmp(&lp[j], &lp_before[j], sizeof *lp));
+    CHECK(same_logits, "after the addition every column scores its piece as the whole vocabulary does, bit for bit");
+    free(lp_before), free(lp), free(lp_full), free(every);
+    dmt_state_free(full);
     dmt_vocab_leave(v, 1);
     ok = ok && dmt_vocab_sync(v, st) == 0;
     int shrank = dmt_state_vocab_size(st) == n0 || n01 <= n0 + n0 / 4 + 64;
@@ -547,9 +581,15 @@ static void vocab_tests(const dmt_model *m, const dmt_shortlist *sl) {
     ok = ok && dmt_vocab_sync(v, st) == 0;
     CHECK(ok && dmt_state_vocab_size(st) == n0, "once it leaves, the candidates again", "%d scored",
           dmt_state_vocab_size(st));
-    int32_t bad[] = {3, 3};
+    int32_t bad[] = {3, 3}, one[] = {3}, out_of_range[] = {c->vocab_size};
     CHECK(dmt_state_restrict_vocab(st, 2, bad, 0) == -1 && dmt_state_vocab_size(st) == c->vocab_size,
           "dmt_state_restrict_vocab refuses ids that are not ascending (and scores the whole vocabulary)");
+    CHECK(dmt_state_extend_vocab(st, 1, one) == -1 && dmt_state_vocab_size(st) == c->vocab_size,
+          "dmt_state_extend_vocab refuses when nothing is restricted");
+    int32_t two[] = {1, 2};
+    CHECK(dmt_state_restrict_vocab(st, 2, two, 1) == 0 && dmt_state_extend_vocab(st, 1, out_of_range) == -1 &&
+              dmt_state_extend_vocab(st, 1, (int32_t[]){-1}) == -1 && dmt_state_vocab_size(st) == 2,
+          "dmt_state_extend_vocab refuses a piece out of range, the restriction unchanged");
     dmt_vocab_free(v);
     dmt_state_free(st);
     free(a0);
