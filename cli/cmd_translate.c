@@ -356,7 +356,7 @@ static void list_languages(const dmt_config *c) {
 typedef struct {
     char model[4096], target[64], input[4096], output[4096], format[8];
     int beam, nbest, scores, alignments, batch_size, threads, workers, quiet, show_progress, min_len, ngram, max_len_b;
-    int batching, no_split, html, no_shortlist;
+    int batching, no_split, html, no_shortlist, set_batch;
     const char *file;          /* a document to translate (positional) */
     int precision; /* dmt_precision */
     float length_penalty, max_len_a;
@@ -444,6 +444,7 @@ static int parse_args(int argc, char **argv, args *a) {
         a->set_min |= !strcmp(n, "min-len");
         a->set_ngram |= !strcmp(n, "no-repeat-ngram");
         a->set_repeats |= !strcmp(n, "max-repeats");
+        a->set_batch |= options[i].offset == offsetof(args, batch_size); /* either spelling */
     }
     if (n_pos) a->file = pos[0];
     if (a->file && (a->input[0] || a->html || a->nbest > 1 || a->scores)) {
@@ -702,7 +703,7 @@ int cmd_translate(int argc, char **argv) {
      * min(threads, 4) workers by default, threads / workers BLAS threads each. */
     int workers, blas;
     dmt_options_threads(a.threads, a.workers, &workers, &blas);
-    dmt_pool_options po = {workers, blas, a.batch_size, a.precision, a.batching == 1, a.no_shortlist};
+    dmt_pool_options po = {workers, blas, a.batch_size, a.precision, a.batching == 1, a.no_shortlist, !a.set_batch};
     dmt_pool *pool = dmt_pool_open(a.model, po, err, sizeof err);
     if (!pool) { fprintf(stderr, "deepmt translate: %s\n", err); return 1; }
     const dmt_model *m = dmt_pool_model(pool);

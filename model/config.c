@@ -223,6 +223,26 @@ static int parse_precision_checks(json_t *root, dmt_config *c, char *err, size_t
     return 0;
 }
 
+/* "batching": {"max_sentences": 8}: at most this many sentences in one batch of
+ * this model (server/sched/scheduler.h: the default yields to it; an explicit
+ * --max-batch-sentences does not). */
+static int parse_batching(json_t *root, dmt_config *c, char *err, size_t errlen) {
+    json_t *b = json_object_get(root, "batching");
+    if (!b) return 0;
+    if (!json_is_object(b)) {
+        snprintf(err, errlen, "config.json: \"batching\" must be an object");
+        return -1;
+    }
+    json_t *v = json_object_get(b, "max_sentences");
+    if (!v) return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 4096) {
+        snprintf(err, errlen, "config.json: batching.max_sentences must be an integer in 1..4096");
+        return -1;
+    }
+    c->max_batch_sentences = (int)json_integer_value(v);
+    return 0;
+}
+
 static int check_id(const char *key, int id, const dmt_config *c, char *err, size_t errlen) {
     if (id >= c->vocab_size) {
         snprintf(err, errlen, "config.json: \"%s\" = %d is not below vocab_size %d", key, id, c->vocab_size);
@@ -296,7 +316,7 @@ static int parse_root(json_t *root, dmt_config *c, char *err, size_t errlen) {
         check_id("decoder_start_id", c->decoder_start_id, c, err, errlen))
         return -1;
     if (parse_languages(root, c, err, errlen) || parse_decoding(root, c, err, errlen) ||
-        parse_precision_checks(root, c, err, errlen))
+        parse_batching(root, c, err, errlen) || parse_precision_checks(root, c, err, errlen))
         return -1;
     return 0;
 }

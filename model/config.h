@@ -73,6 +73,8 @@ typedef struct {
     dmt_language languages[DMT_MAX_LANGUAGES];
     dmt_decoding_defaults decoding;
     dmt_precision_check check_bf16, check_int8; /* "precision_checks": {"bf16": ..., "int8": ...} */
+    int max_batch_sentences;            /* "batching": {"max_sentences": N}: the batch size measured to run
+                                         * this model fastest, which lowers a server's default (0: absent) */
 } dmt_config;
 
 /* Parses config.json at `path` into *cfg. 0 on success, -1 with a message in err.

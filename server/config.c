@@ -262,13 +262,18 @@ static int set_api_keys(void *target, const char *value, int from_env, char *err
 
 int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, char *err, size_t errlen) {
     const char *dir[1];
-    int n_dir = 0;
-    int rc = dmt_options_parse("serve", options, N_OPTIONS, c, argc, argv, NULL, dir, 1, &n_dir, err, errlen);
+    int n_dir = 0, given[N_OPTIONS];
+    memset(given, 0, sizeof given);
+    int rc = dmt_options_parse("serve", options, N_OPTIONS, c, argc, argv, given, dir, 1, &n_dir, err, errlen);
     if (rc == 1) {
         dmt_server_usage(stdout);
         return 1;
     }
     if (rc) return -1;
+    /* a model's own batch limit (config.json "batching") lowers the default, not a limit the operator gave */
+    c->model_batch_limits = 1;
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (given[i] && options[i].offset == offsetof(dmt_server_config, max_batch_sentences)) c->model_batch_limits = 0;
     if (n_dir && add_model(c, dir[0], 0, err, errlen)) return -1; /* deepmt serve models/default */
     /* a models folder replaces DEEPMT_MODEL's one model (an image's default), while
      * --model flags on the command line add to it */

@@ -22,6 +22,8 @@ typedef struct {
     int no_shortlist;        /* --no-shortlist */
     int http_threads;        /* --http-threads: libmicrohttpd thread pool */
     int max_batch_sentences; /* --max-batch-sentences: 1 turns dynamic batching off */
+    int model_batch_limits;  /* --max-batch-sentences not given: a model's config.json batching.max_sentences
+                              * lowers it for that model (model/config.h) */
     int max_batch_tokens;    /* --max-batch-tokens: source tokens in one batch, summed */
     int max_wait_ms;         /* --max-wait-ms: how long a batch waits to fill up */
     int batching;            /* --batching: 0 whole batches, 1 continuous (iteration-level) */

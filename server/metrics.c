@@ -24,6 +24,8 @@ struct dmt_metrics {
     long long lat_total;
     long long batch_count[N_BATCH + 1];
     long long batches, batch_sentences;
+    long long step_count[N_BATCH + 1]; /* continuous batching: sentences a decoder step advanced */
+    long long steps, step_sentences;
     double batch_seconds;
     long long sentences, src_tokens, out_tokens, rejected, read_timeouts, evicted_connections;
 };
@@ -68,6 +70,16 @@ void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_
     m->sentences += sentences;
     m->src_tokens += src_tokens;
     m->out_tokens += out_tokens;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void dmt_metrics_step(dmt_metrics *m, int sentences) {
+    pthread_mutex_lock(&m->mu);
+    size_t b = 0;
+    while (b < N_BATCH && sentences > batch_buckets[b]) b++;
+    m->step_count[b]++;
+    m->steps++;
+    m->step_sentences += sentences;
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -140,6 +152,15 @@ char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, 
     }
     put(&b, "deepmt_batch_sentences_bucket{le=\"+Inf\"} %lld\n", m->batches);
     put(&b, "deepmt_batch_sentences_sum %lld\ndeepmt_batch_sentences_count %lld\n", m->batch_sentences, m->batches);
+    put(&b, "# HELP deepmt_step_sentences Sentences a decoder step advanced together (continuous batching).\n"
+            "# TYPE deepmt_step_sentences histogram\n");
+    cum = 0;
+    for (size_t i = 0; i < N_BATCH; i++) {
+        cum += m->step_count[i];
+        put(&b, "deepmt_step_sentences_bucket{le=\"%d\"} %lld\n", batch_buckets[i], cum);
+    }
+    put(&b, "deepmt_step_sentences_bucket{le=\"+Inf\"} %lld\n", m->steps);
+    put(&b, "deepmt_step_sentences_sum %lld\ndeepmt_step_sentences_count %lld\n", m->step_sentences, m->steps);
     put(&b, "# HELP deepmt_batch_seconds_total Time workers spent running batches.\n"
             "# TYPE deepmt_batch_seconds_total counter\ndeepmt_batch_seconds_total %.6f\n", m->batch_seconds);
     put(&b, "# HELP deepmt_sentences_translated_total Sentences translated.\n"

@@ -211,11 +211,17 @@ static void log_ready(const dmt_server_config *cfg, dmt_registry *reg, double se
         const dmt_served *m = set->models[i];
         const char *p = dmt_gemm_describe(m->model->kernels, m->model->layout, products, sizeof products);
         const char *sl = m->model->shortlist ? "; vocabulary shortlist" : "";
+        char batch[96] = ""; /* a model's own batch limit (scheduler.h model_batch_limits) */
+        if (cfg->model_batch_limits && m->cfg.max_batch_sentences > 0 &&
+            m->cfg.max_batch_sentences < cfg->max_batch_sentences)
+            snprintf(batch, sizeof batch, "; batches of up to %d sentences (its config.json)",
+                     m->cfg.max_batch_sentences);
         if (set->n == 1)
-            o += (size_t)snprintf(line + o, sizeof line - o, "(%s products: %s%s)", p, m->model->precision_reason, sl);
+            o += (size_t)snprintf(line + o, sizeof line - o, "(%s products: %s%s%s)", p, m->model->precision_reason,
+                                  sl, batch);
         else
-            o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s (%s products: %s%s)", i ? ", " : "",
-                                  m->spec.name, m->spec.dir, p, m->model->precision_reason, sl);
+            o += (size_t)snprintf(line + o, sizeof line - o, "%s%s %s (%s products: %s%s%s)", i ? ", " : "",
+                                  m->spec.name, m->spec.dir, p, m->model->precision_reason, sl, batch);
     }
     dmt_server_log(cfg, "%s loaded in %.2f s%s%s; ready", set->n == 1 ? "model" : "models", seconds,
                    set->n == 1 ? " " : ": ", line);
@@ -253,7 +259,7 @@ int dmt_server_run(const dmt_server_config *cfg) {
     srv.sched = dmt_scheduler_new((dmt_scheduler_options){cfg->workers, cfg->blas_threads, cfg->max_batch_sentences,
                                                           cfg->max_batch_tokens, cfg->max_wait_ms, cfg->max_queue,
                                                           batch_cost(cfg, max_positions), cfg->max_request_cost,
-                                                          cfg->batching == 1},
+                                                          cfg->batching == 1, cfg->model_batch_limits},
                                   srv.metrics);
     srv.ratelimit = dmt_ratelimit_new(cfg->req_limit);
     if (!srv.metrics || !srv.sched || !srv.registry || (cfg->req_limit > 0 && !srv.ratelimit)) {

@@ -729,6 +729,11 @@ def cmd_export(args):
         if kept and old_cfg.get("vocab_size") == cfg.get("vocab_size"):
             cfg["decoding"] = dict(cfg.get("decoding") or {}, **kept)
             log(f"kept {args.out}'s decoding options {sorted(kept)}")
+        # the batch size measured fastest depends on the network's shape, not its weights
+        shape = ("encoder_layers", "decoder_layers", "d_model", "ffn_dim", "heads", "vocab_size")
+        if old_cfg.get("batching") and all(old_cfg.get(k) == cfg.get(k) for k in shape):
+            cfg["batching"] = old_cfg["batching"]
+            log(f"kept {args.out}'s batching {old_cfg['batching']}")
         if old_cfg.get("precision_checks"):
             log(f"{args.out} vouched for {sorted(old_cfg['precision_checks'])} on its old weights: measure again "
                 f"with tools/check_precision.py {args.out} --sets multi30k/test_2016_flickr,flores101,tatoeba "

@@ -16,6 +16,7 @@ typedef struct client {
     struct client *next;
     char id[72];
     double service;  /* cost admitted for its requests, plus the start it got on arrival */
+    double level;    /* the service its last picked request reached: where a newcomer starts */
     int requests;    /* entries waiting */
 } client;
 
@@ -34,6 +35,7 @@ struct dmt_policy {
     entry *e;
     int n, cap;
     client *clients; /* those with requests waiting */
+    double level;    /* the service the last picked sentence's client reached: where a newcomer starts */
     long seq;
     int queued;
     long queued_cost;
@@ -109,7 +111,10 @@ static client *client_of(dmt_policy *p, const char *id) {
     client *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     snprintf(c->id, sizeof c->id, "%s", id);
-    c->service = least;
+    /* not below the level the last pick reached: were newcomers to start at the least
+     * service waiting, a stream of one-sentence clients would hold a longer request's
+     * later sentences back for as long as the stream lasts */
+    c->service = any && least > p->level ? least : p->level;
     c->next = p->clients;
     p->clients = c;
     return c;
@@ -139,11 +144,15 @@ int dmt_policy_add(dmt_policy *p, const dmt_policy_request *r, double now) {
     client *c = client_of(p, r->client);
     if (!c) return -1;
     /* start at the least service among its client's requests waiting: a newcomer is
-     * neither owed the whole past (it would starve the others) nor put behind it */
+     * neither owed the whole past (it would starve the others) nor put behind it; but
+     * not below the level its client's last pick reached, where the requests served
+     * most recently stand (else one-sentence requests arriving all the time, each
+     * leaving at once, would hold a longer request's later sentences back) */
     double start = 0;
     int any = 0;
     for (int i = 0; i < p->n; i++)
         if (p->e[i].c == c && (!any || p->e[i].service < start)) start = p->e[i].service, any = 1;
+    if (start < c->level) start = c->level;
     c->requests++;
     entry *e = &p->e[p->n++];
     *e = (entry){.r = *r, .c = c, .service = start, .arrived = now, .seq = p->seq++};
@@ -168,10 +177,22 @@ int dmt_policy_take(dmt_policy *p, int limit, dmt_policy_pick *out) {
 }
 
 int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int limit, dmt_policy_pick *out) {
+    return dmt_policy_take_within(p, key, cost_used, limit, NULL, NULL, out);
+}
+
+/* limit, lowered to what key has room for. */
+static int within_room(const void *key, int limit, int (*room)(const void *, void *), void *ctx) {
+    int r = room ? room(key, ctx) : -1;
+    return r >= 0 && r < limit ? r : limit;
+}
+
+int dmt_policy_take_within(dmt_policy *p, const void *key, long cost_used, int limit,
+                           int (*room)(const void *key, void *ctx), void *ctx, dmt_policy_pick *out) {
     const dmt_policy_limits *lim = &p->lim;
     long cost = cost_used;
     long tokens = 0; /* source pieces picked: the engine encodes them packed, without padding */
     int n = 0, running = key != NULL || cost_used > 0;
+    if (key) limit = within_room(key, limit, room, ctx);
     while (n < limit) {
         int best = -1;
         for (int i = 0; i < p->n; i++) {
@@ -179,27 +200,34 @@ int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int lim
             long c = e->r.cost[e->next];
             int t = e->r.tokens[e->next];
             if (key && !same(p, key, e->r.key)) continue;
+            if (!key && room && room(e->r.key, ctx) == 0) continue; /* its model's batch is full */
             if (n > 0 || running) { /* a first pick alone always fits: dmt_policy_check refused what cannot */
                 if (lim->max_batch_cost > 0 && cost + c > lim->max_batch_cost) continue;
                 if (n > 0 && lim->max_batch_tokens > 0 && tokens + t > lim->max_batch_tokens) continue;
             }
-            /* the least served client, then its least served request, then arrival */
+            /* the least served client, then its least served request, then arrival (two
+             * clients level: their requests' services count from different starts) */
             const entry *b = best < 0 ? NULL : &p->e[best];
             if (!b || e->c->service < b->c->service ||
                 (e->c->service == b->c->service &&
-                 (e->service < b->service || (e->service == b->service && e->seq < b->seq))))
+                 (e->c == b->c && e->service != b->service ? e->service < b->service : e->seq < b->seq)))
                 best = i;
         }
         if (best < 0) break;
         entry *e = &p->e[best];
         long c = e->r.cost[e->next];
         int t = e->r.tokens[e->next];
-        if (n == 0) key = e->r.key;
+        if (!key) {
+            key = e->r.key;
+            limit = within_room(key, limit, room, ctx);
+        }
         out[n++] = (dmt_policy_pick){e->r.owner, e->next};
         cost += c;
         tokens += t;
         e->service += (double)c;
         e->c->service += (double)c;
+        e->c->level = e->service;
+        p->level = e->c->service;
         e->next++;
         p->queued--;
         p->queued_cost -= c;

@@ -13,15 +13,19 @@
  * names) share the capacity first, then each client's requests share its part: a
  * client's service is the cost admitted for all its requests, and the next sentence
  * comes from the waiting client with the least service. A client that arrives (or
- * comes back) starts at the least service among the clients waiting. So a client
- * flooding requests gets one share, not one share a request: another client's one
- * request runs as soon as it is the least served, whatever the flood's size.
+ * comes back) starts at the least service among the clients waiting, but not below
+ * the service the last picked client reached (else a stream of new one-request
+ * clients would hold back a waiting client's next sentence as long as it lasts).
+ * So a client flooding requests gets one share, not one share a request: another
+ * client's one request runs as soon as it is the least served, whatever the flood's
+ * size. Two clients level: the earlier request first.
  *
  * Fairness between a client's requests. Requests, not sentences, share the capacity. Each request carries the
  * cost admitted for it so far (its service); a batch is filled by taking, again and
  * again, the next sentence of the compatible request with the least service (ties:
  * the earlier request). A request that arrives later starts at the least service
- * among those waiting, so it is served in the next batch instead of queueing
+ * among those waiting (not below the service its client's last picked request
+ * reached, for the same reason), so it is served in the next batch instead of queueing
  * behind a large request's remaining sentences, and the large request still gets
  * its share: every other request's service grows past its own (no starvation).
  * Sentences of one request run in order. Only requests with equal keys (decoding
@@ -88,6 +92,14 @@ int dmt_policy_take(dmt_policy *p, int limit, dmt_policy_pick *out);
  * batch cost left after cost_used, and at most limit sentences. With nothing
  * running (key NULL, cost_used 0) it is dmt_policy_take. */
 int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int limit, dmt_policy_pick *out);
+
+/* The same where some keys have less room: room(k, ctx) is how many more sentences
+ * with key k the caller can run now (a model measured to run fastest in small
+ * batches, model/config.h, in a batch already holding some), or < 0 for no limit
+ * of its own. A request whose key has no room is passed over; the batch stops at its
+ * key's room. room NULL: dmt_policy_take_more. */
+int dmt_policy_take_within(dmt_policy *p, const void *key, long cost_used, int limit,
+                           int (*room)(const void *key, void *ctx), void *ctx, dmt_policy_pick *out);
 
 /* Removes the requests not started by their deadline (deadline < now); their owners
  * go to out (at most cap); the count. */

@@ -50,7 +50,8 @@ dmt_pool *dmt_pool_open(const char *model_dir, dmt_pool_options o, char *err, si
     /* no limits but the batch size: the caller's input is all there is */
     dmt_scheduler_options so = {.workers = o.workers, .blas_threads = o.threads,
                                 .max_batch_sentences = o.batch_sentences, .max_batch_tokens = 1 << 30,
-                                .max_wait_ms = 0, .max_queue = 1 << 30, .continuous = o.continuous};
+                                .max_wait_ms = 0, .max_queue = 1 << 30, .continuous = o.continuous,
+                                .model_batch_limits = o.model_batch_limits};
     p->sched = dmt_scheduler_new(so, p->metrics);
     if (!p->sched) snprintf(err, errlen, "out of memory");
     if (!p->sched || dmt_scheduler_start(p->sched, err, errlen)) {

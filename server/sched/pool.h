@@ -16,6 +16,7 @@ typedef struct {
     int precision;             /* a dmt_precision */
     int continuous;            /* iteration-level batching; 0: whole batches */
     int no_shortlist;          /* 1: ignore the model directory's shortlist.bin */
+    int model_batch_limits;    /* the model's config.json batching.max_sentences lowers batch_sentences */
 } dmt_pool_options;
 
 typedef struct dmt_pool dmt_pool;

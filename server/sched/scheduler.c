@@ -90,6 +90,19 @@ static int same_key(const void *x, const void *y) {
     return a->model == b->model && same_options(&a->opt, &b->opt);
 }
 
+/* The most sentences one batch of key's model should hold, where its config.json
+ * asks for fewer than the scheduler's limit (model/config.h); 0: no limit of its own. */
+static int model_sentences(const dmt_scheduler *s, const dmt_batch_key *key) {
+    int own = s->o.model_batch_limits ? key->model->cfg.max_batch_sentences : 0;
+    return own > 0 && own < s->o.max_batch_sentences ? own : 0;
+}
+
+/* The policy's room for a whole batch of key x: its model's own limit, if any. */
+static int batch_room(const void *x, void *ctx) {
+    int own = model_sentences(ctx, x);
+    return own > 0 ? own : -1;
+}
+
 /* A decoder state for model m in *state (held with a reference in *held): kept when
  * it is already m's, else made anew. 0, or -1 out of memory. */
 static int state_for(dmt_state **state, dmt_served **held, dmt_served *m) {
@@ -597,17 +610,39 @@ static int step(sessions *all, running *r, long *src, long *gen) {
     return done;
 }
 
-/* Adds up to limit - *n sentences with key (NULL: the fairest request's) to jobs[]
- * as one group (lock held); how many. */
-static int pick_group(sessions *all, const dmt_batch_key *key, int limit, int *n, dmt_policy_pick *picks,
-                      dmt_job **jobs, int *groups, int *g) {
-    int k = dmt_policy_take_more(all->wk->s->policy, key, all->cost_sum, limit - *n, picks);
+/* One pick (lock held): the sentences picked so far, grouped by key. */
+typedef struct {
+    sessions *all;
+    dmt_job **jobs;
+    int *groups, g, n;
+} pick_round;
+
+/* How many more sentences with key x this worker may run now (the policy's room):
+ * its model's own limit less what the worker's session with that key runs and what
+ * this pick has taken for it; -1: no limit of its own. */
+static int session_room(const void *x, void *ctx) {
+    const pick_round *pr = ctx;
+    const dmt_batch_key *key = x;
+    int own = model_sentences(pr->all->wk->s, key), used = 0;
+    if (own == 0) return -1;
+    for (int i = 0; i < MAX_SESSIONS; i++)
+        if (pr->all->run[i].n > 0 && same_key(&pr->all->run[i].key, key)) used += pr->all->run[i].n;
+    for (int i = 0, at = 0; i < pr->g; at += pr->groups[i++])
+        if (same_key(&pr->jobs[at]->work->key, key)) used += pr->groups[i];
+    return used < own ? own - used : 0;
+}
+
+/* Adds up to limit - pr->n sentences with key (NULL: the fairest request's) to
+ * pr->jobs as one group (lock held); how many. */
+static int pick_group(pick_round *pr, const dmt_batch_key *key, int limit, dmt_policy_pick *picks) {
+    sessions *all = pr->all;
+    int k = dmt_policy_take_within(all->wk->s->policy, key, all->cost_sum, limit - pr->n, session_room, pr, picks);
     for (int q = 0; q < k; q++) {
-        jobs[*n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
+        pr->jobs[pr->n + q] = &((dmt_work *)picks[q].owner)->jobs[picks[q].index];
         all->cost_sum += ((dmt_work *)picks[q].owner)->cost[picks[q].index]; /* reserved; admit recounts */
     }
-    if (k) groups[(*g)++] = k;
-    *n += k;
+    if (k) pr->groups[pr->g++] = k;
+    pr->n += k;
     return k;
 }
 
@@ -616,16 +651,19 @@ static int pick_group(sessions *all, const dmt_batch_key *key, int limit, int *n
  * a model or set of options that no session here runs is not held behind the
  * running sessions' refills, so no model starves another. Then more sentences for
  * each running session, then, while sessions are free, others. Shares the
- * worker's room (sentences, cost) across its sessions. The picked jobs go to
- * jobs[] grouped by key; group sizes to groups[]. */
+ * worker's room (sentences, cost) across its sessions, and keeps each model within
+ * its own batch limit (session_room). The picked jobs go to jobs[] grouped by key;
+ * group sizes to groups[]. */
 static int pick(sessions *all, int limit, dmt_policy_pick *picks, dmt_job **jobs, int *groups) {
-    int n = 0, g = 0, free_sessions = MAX_SESSIONS;
+    pick_round pr = {.all = all, .jobs = jobs, .groups = groups};
+    int free_sessions = MAX_SESSIONS;
     for (int i = 0; i < MAX_SESSIONS; i++) free_sessions -= all->run[i].n > 0;
-    if (free_sessions > 0 && pick_group(all, NULL, limit, &n, picks, jobs, groups, &g)) free_sessions--;
-    for (int i = 0; i < MAX_SESSIONS && n < limit; i++)
-        if (all->run[i].n > 0) pick_group(all, &all->run[i].key, limit, &n, picks, jobs, groups, &g);
-    for (; free_sessions > 0 && n < limit; free_sessions--)
-        if (!pick_group(all, NULL, limit, &n, picks, jobs, groups, &g)) break;
+    if (free_sessions > 0 && pick_group(&pr, NULL, limit, picks)) free_sessions--;
+    for (int i = 0; i < MAX_SESSIONS && pr.n < limit; i++)
+        if (all->run[i].n > 0) pick_group(&pr, &all->run[i].key, limit, picks);
+    for (; free_sessions > 0 && pr.n < limit; free_sessions--)
+        if (!pick_group(&pr, NULL, limit, picks)) break;
+    int n = pr.n, g = pr.g;
     for (int i = 0; i < n; i++) all->cost_sum -= jobs[i]->work->cost[jobs[i] - jobs[i]->work->jobs];
     return g;
 }
@@ -686,6 +724,7 @@ static void continuous_main(worker *wk) {
         for (int i = 0; i < MAX_SESSIONS; i++)
             if (all.run[i].n > 0 && (!next || all.run[i].vt < next->vt)) next = &all.run[i];
         if (next) {
+            dmt_metrics_step(s->metrics, next->n);
             double t0 = dmt_now();
             finished += step(&all, next, &src, &gen);
             double dt = dmt_now() - t0;
@@ -748,7 +787,7 @@ static void *worker_main(void *arg) {
              * sentences queued and 2 idle workers, 2 batches of 4 finish sooner than 1 of 8 */
             int idle = s->o.workers - s->busy, q = dmt_policy_queued(s->policy), limit = cap;
             if (idle > 1 && (q + idle - 1) / idle < limit) limit = (q + idle - 1) / idle;
-            n = dmt_policy_take(s->policy, limit, picks);
+            n = dmt_policy_take_within(s->policy, NULL, 0, limit, batch_room, s, picks);
             for (int i = 0; i < n; i++) batch[i] = &((dmt_work *)picks[i].owner)->jobs[picks[i].index];
         }
         if (n > 0) s->busy++;

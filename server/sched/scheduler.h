@@ -60,6 +60,8 @@ typedef struct {
     long max_batch_cost;       /* summed policy costs in one batch (policy.h) */
     long max_request_cost;     /* of one request; 0 = no limit */
     int continuous;            /* iteration-level batching (a beam session a worker); 0: whole batches */
+    int model_batch_limits;    /* a model's config.json "batching.max_sentences" lowers max_batch_sentences
+                                * for its batches (an operator's explicit limit: 0, one limit for all) */
 } dmt_scheduler_options;
 
 typedef struct dmt_scheduler dmt_scheduler;

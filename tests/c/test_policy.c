@@ -203,6 +203,82 @@ static void test_take_more(void) {
     dmt_policy_free(p);
 }
 
+/* A key's own room (a model measured to run fastest in small batches): room(k) =
+ * what that key may still add. Keys here are ints; the room is the int's value
+ * less the sentences already picked of it, read from ctx. */
+typedef struct {
+    int used[2]; /* picked so far of keys 2 and 4 */
+} rooms;
+
+static int room_of(const void *key, void *ctx) {
+    const rooms *r = ctx;
+    int k = *(const int *)key;
+    return k == 2 ? 2 - r->used[0] : k == 4 ? -1 : 0; /* key 4: no limit of its own; others: full */
+}
+
+static void test_take_within(void) {
+    static req small, big, blocked;
+    int k2 = 2, k4 = 4, k0 = 0;
+    fill(&small, 1, 5, 4, 10);
+    fill(&big, 2, 5, 4, 10);
+    fill(&blocked, 3, 3, 4, 10);
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 16}, same_int);
+    add(p, &blocked, &k0, 0, 0);
+    add(p, &small, &k2, 0, 1);
+    add(p, &big, &k4, 0, 2);
+    dmt_policy_pick b[16];
+    rooms r = {{0, 0}};
+    int n = dmt_policy_take_within(p, NULL, 0, 16, room_of, &r, b);
+    CHECK(n == 2 && count_of(b, n, &small) == 2,
+          "a key without room is passed over; the next key's batch stops at its room (2)", "n=%d", n);
+    r.used[0] = 1;
+    n = dmt_policy_take_within(p, &k2, 0, 16, room_of, &r, b);
+    CHECK(n == 1 && b[0].owner == &small && b[0].index == 2, "a running batch of that key with 1: 1 more joins",
+          "n=%d", n);
+    r.used[0] = 2;
+    n = dmt_policy_take_within(p, &k2, 0, 16, room_of, &r, b);
+    CHECK(n == 0, "its batch full: nothing joins", "n=%d", n);
+    n = dmt_policy_take_within(p, NULL, 0, 16, room_of, &r, b);
+    CHECK(n == 5 && count_of(b, n, &big) == 5, "a key with no limit of its own fills to the batch limit", "n=%d",
+          n);
+    n = dmt_policy_take_within(p, NULL, 0, 16, NULL, NULL, b);
+    CHECK(n == 3 && count_of(b, n, &blocked) == 3, "without a room function every key may run", "n=%d", n);
+    CHECK(dmt_policy_queued(p) == 2, "the limited key's last 2 sentences still wait", "%d", dmt_policy_queued(p));
+    dmt_policy_free(p);
+}
+
+/* Under a steady stream of one-sentence requests (each leaving once picked), a
+ * two-sentence request's second sentence still runs within a couple of picks: the
+ * newcomers do not start below the level the last pick reached. The same across
+ * clients, each newcomer a client of its own. */
+static void test_stream(void) {
+    for (int across = 0; across < 2; across++) {
+        static req two, first, fresh[12];
+        static char names[12][8];
+        fill(&two, 1, 2, 4, 10);
+        fill(&first, 2, 1, 4, 10);
+        dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 8}, NULL);
+        add_from(p, &two, across ? "two" : NULL, NULL, 0, 0);
+        add_from(p, &first, across ? "first" : NULL, NULL, 0, 0.1);
+        dmt_policy_pick b[1];
+        int n = dmt_policy_take(p, 1, b);
+        CHECK(n == 1 && b[0].owner == &two && b[0].index == 0, "the stream: the two-sentence request starts");
+        int second_at = -1;
+        for (int i = 0; i < 12 && second_at < 0; i++) {
+            fill(&fresh[i], 10 + i, 1, 4, 10);
+            snprintf(names[i], sizeof names[i], "c%d", i);
+            add_from(p, &fresh[i], across ? names[i] : NULL, NULL, 0, 1.0 + i);
+            n = dmt_policy_take(p, 1, b);
+            if (n == 1 && b[0].owner == &two) second_at = i;
+        }
+        CHECK(second_at >= 0 && second_at <= 2,
+              across ? "a stream of new one-request clients does not hold back a client's second sentence"
+                     : "a stream of new one-sentence requests does not hold back a request's second sentence",
+              "picked at %d", second_at);
+        dmt_policy_free(p);
+    }
+}
+
 static void test_caps(void) {
     static req a, l, s;
     fill(&a, 1, 10, 4, 100);
@@ -306,6 +382,8 @@ int main(void) {
     test_keys();
     test_caps();
     test_take_more();
+    test_take_within();
+    test_stream();
     test_deadline_cancel();
     return check_done();
 }

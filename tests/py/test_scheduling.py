@@ -338,6 +338,67 @@ def test_drain():
            f"rc {rc}, {dt:.1f}s")
 
 
+def histogram(port, name):
+    """{le: cumulative count} and the count of a /metrics histogram."""
+    st, data = request(port, "GET", "/metrics", timeout=10)
+    buckets, count = {}, None
+    for line in data.decode().splitlines():
+        if line.startswith(name + "_bucket{le="):
+            buckets[line.split('"')[1]] = float(line.split()[-1])
+        elif line.startswith(name + "_count "):
+            count = float(line.split()[-1])
+    return buckets, count
+
+
+def test_model_batch_limit():
+    """A model's config.json "batching": {"max_sentences": 2} keeps its batches at 2
+    sentences (whole batches, and every decoder step of continuous batching) where the
+    operator gave no --max-batch-sentences; an explicit one wins."""
+    import shutil
+    model = os.path.join(ts.TMP, "tiny-batch2")
+    shutil.copytree(ts.MODEL, model)
+    cfg_path = os.path.join(model, "config.json")
+    with open(cfg_path) as f:
+        cfg = json.load(f)
+    cfg["batching"] = {"max_sentences": 2}
+    with open(cfg_path, "w") as f:
+        json.dump(cfg, f)
+    q = [sentence(i, 6) for i in range(8)]
+    for batching, metric in (("continuous", "deepmt_step_sentences"), ("whole", "deepmt_batch_sentences")):
+        for explicit in ((), ("--max-batch-sentences", "8")):
+            srv = Server("--workers", "1", "--threads", "1", "--batching", batching, "--max-wait-ms", "200",
+                         *explicit, model=model)
+            try:
+                st, j = translate(srv.port, q)
+                ok = st == 200 and len(j.get("translatedText", [])) == 8
+                for _ in range(50):  # the last batch is counted just after the answer
+                    buckets, count = histogram(srv.port, metric)
+                    if count and buckets.get("+Inf") == count and (batching == "continuous" or count * 2 >= 8
+                                                                   or explicit):
+                        break
+                    time.sleep(0.05)
+                within = count is not None and count > 0 and buckets.get("2") == count
+                what = "--max-batch-sentences 8 given" if explicit else "the model's limit"
+                tap.ok(ok and within != bool(explicit),
+                       f"{batching} batching, {what}: {'some batches over' if explicit else 'every batch within'} "
+                       f"2 sentences ({metric})", f"status {st}; buckets {buckets}, count {count}")
+                if not explicit:
+                    tap.ok("batches of up to 2 sentences (its config.json)" in srv.stderr(),
+                           f"{batching}: the ready line names the model's batch limit", srv.stderr()[-400:])
+            finally:
+                srv.stop()
+    import subprocess
+    for bad in (0, 5000, "8", [8]):
+        cfg["batching"] = {"max_sentences": bad}
+        with open(cfg_path, "w") as f:
+            json.dump(cfg, f)
+        r = subprocess.run([BIN, "translate", "-m", model, "-t", "de", "-q"], input=b"A man.\n", capture_output=True,
+                           timeout=60 * SLOW)
+        tap.ok(r.returncode != 0 and b"batching.max_sentences must be an integer in 1..4096" in r.stderr,
+               f"config.json batching.max_sentences {json.dumps(bad)}: refused, said why",
+               f"exit {r.returncode}: {r.stderr[-300:]!r}")
+
+
 def main():
     if not os.path.exists(BIN):
         tap.skip(f"{BIN} not built")
@@ -345,7 +406,7 @@ def main():
     try:
         only = os.environ.get("ONLY")
         for t in (test_limits, test_drain, test_batch_invariance, test_heavy_and_light, test_disconnected_clients,
-                  test_request_timeout):
+                  test_request_timeout, test_model_batch_limit):
             if not only or only in t.__name__:
                 t()
         tap.ok(not SANITIZER_REPORTS, "no sanitizer reports in any server's stderr", "\n".join(SANITIZER_REPORTS[:2]))

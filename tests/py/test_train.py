@@ -763,6 +763,7 @@ def test_end_to_end():
         with open(os.path.join(out, "config.json")) as f:
             noted = json.load(f)
         noted["source"]["notes"] = ["a hand-written line of history"]
+        noted["batching"] = {"max_sentences": 8}
         with open(os.path.join(out, "config.json"), "w") as f:
             json.dump(noted, f)
         again = run(["export", "--run", os.path.join(tmp, "whole"), "--checkpoint",
@@ -772,10 +773,13 @@ def test_end_to_end():
                "an export over the directory its vocabulary comes from keeps the vocabulary whole",
                detail=f"{size} bytes before, {os.path.getsize(os.path.join(out, 'sentencepiece.model'))} after "
                       f"{again.stderr[-500:]}")
-        src = json.load(open(os.path.join(out, "config.json")))["source"]
+        exported = json.load(open(os.path.join(out, "config.json")))
+        src = exported["source"]
         tap.ok(src.get("notes") == ["a hand-written line of history"] and "multi30k_share" not in src,
                "an export over a model directory keeps its source.notes; a Multi30k-only run has no Multi30k share",
                detail=f"{src}")
+        tap.ok(exported.get("batching") == {"max_sentences": 8},
+               "an export over a model directory of the same shape keeps its batching", detail=f"{exported}")
         mixed = load_state(os.path.join(tmp, "whole", "checkpoint.pt"))
         mixed["args"] = dict(mixed["args"], general="../general", multi30k_share=0.25, pivot_share=0.15)
         torch.save(mixed, os.path.join(tmp, "mixed.pt"))
