@@ -646,10 +646,16 @@ def cmd_average(args):
 
 
 def cmd_nll(args):
-    """Per-set teacher-forced NLL of checkpoints on their run's validation data."""
+    """Per-set teacher-forced NLL of checkpoints (or exported model directories, as
+    shipped: F16 weights) on their run's validation data."""
     import sentencepiece as spm
-    states = [(p, load_state(p)) for p in args.checkpoints]
-    a = states[0][1]["args"]
+    states = [(p, None if os.path.isdir(p) else load_state(p)) for p in args.checkpoints]
+    # the data, vocabulary, length limit and precision: a checkpoint's run (--like, else the first one given)
+    ref = load_state(args.like) if args.like else next((st for _, st in states if st is not None), None)
+    if ref is None:
+        raise SystemExit("nll: model directories need --like CHECKPOINT, a checkpoint of the run they come from "
+                         "(its data, vocabulary, length limit and precision)")
+    a = ref["args"]
     torch.set_num_threads(args.threads)
     spm_path = args.spm or a["spm"]
     sp = spm.SentencePieceProcessor(model_file=spm_path)
@@ -667,8 +673,18 @@ def cmd_nll(args):
     names = [v[0] for v in sets]
     rows = []
     for path, st in states:
-        model = Transformer(st["cfg"])
-        model.load_state_dict(st["model"])
+        if st is None:  # a model directory, widened from its F16 weights as the C engine does
+            from dmt import modeldir
+            try:
+                model = modeldir.load(path)
+                with open(os.path.join(path, "config.json")) as f:
+                    step = (json.load(f).get("source") or {}).get("step", 0)
+            except (OSError, ValueError, KeyError) as e:
+                raise SystemExit(f"nll: {path}: not a model directory ({e})")
+            st = {"step": step, "amp": ref.get("amp")}
+        else:
+            model = Transformer(st["cfg"])
+            model.load_state_dict(st["model"])
         per = nll_per_set(model, sp, sets, batch=args.batch, amp=st.get("amp"))
         m30k = [per[n] for n in names if ":" not in n]
         gen = [per[n] for n in names if n.startswith("g:")]
@@ -887,7 +903,11 @@ def main(argv=None):
     p.set_defaults(fn=cmd_bench)
 
     p = sub.add_parser("nll", help="per-set NLL of checkpoints on the run's validation data (compare branches)")
-    p.add_argument("checkpoints", nargs="+", help="checkpoints or snapshots of one run (its data and vocabulary)")
+    p.add_argument("checkpoints", nargs="+",
+                   help="checkpoints or snapshots of one run (its data and vocabulary), or model directories "
+                        "exported from it (with --like)")
+    p.add_argument("--like", help="a checkpoint of the run whose data, vocabulary, length limit and precision "
+                                  "to use (default: the first checkpoint given; needed for model directories alone)")
     p.add_argument("--val-lines", type=int, default=1014, help="Multi30k val lines per direction")
     p.add_argument("--general-val-lines", type=int, default=400, help="general dev lines per direction (0: none)")
     p.add_argument("--multi30k-directions", default="en-de,en-fr,de-en,cs-en",

@@ -592,6 +592,23 @@ def test_nll(tmp, data, spm_path, run_dir):
            and abs(got["mean multi30k"] - sum(alone.values()) / 4) < 1e-4 and rows[0]["nll"] != got,
            "train.py nll: each set's NLL is validate()'s for that set alone; the snapshots differ",
            detail=f"{got} vs {alone}")
+    # an exported model directory (F16, as shipped), measured with a checkpoint's run (--like)
+    from dmt import modeldir
+    exported = os.path.join(tmp, "nll-export")
+    ex = run(["export", "--run", run_dir, "--checkpoint", os.path.join(run_dir, "checkpoint.pt"), "--out", exported,
+              "--spm", spm_path])
+    out3 = os.path.join(tmp, "nll-dir.json")
+    r = run(["nll", exported, "--like", snaps[1], "--val-lines", "12", "--general-val-lines", "0", "--threads", "1",
+             "--out", out3])
+    got = json.load(open(out3))[0]["nll"] if ex.returncode == 0 and r.returncode == 0 else {}
+    m = modeldir.load(exported) if ex.returncode == 0 else None
+    alone = {v[0]: validate(m, sp, [v], lambda h, r: {"score": 0.0}, amp=st.get("amp"))[1] for v in sets} if m else {}
+    tap.ok(bool(got) and all(abs(got[n] - alone[n]) < 1e-4 for n in names),
+           "train.py nll: a model directory's NLL (its F16 weights) with --like a checkpoint of its run",
+           detail=f"{got} {alone} {ex.stderr[-300:]} {r.stderr[-500:]}")
+    r = run(["nll", exported, "--general-val-lines", "0"])
+    tap.ok(r.returncode != 0 and "--like" in r.stderr and "Traceback" not in r.stderr,
+           "train.py nll: model directories alone are refused, naming --like", detail=r.stderr[-300:])
 
 
 def test_cooldown(tmp, common, main_state):

@@ -1,0 +1,70 @@
+#!/usr/bin/python3
+"""The verdict of scripts/snapshot_check.sh from what it left in OUT: each
+comparison's summary line (OUT/cand-ew.log, cand-ewj.log, cand-e.log, written by
+scripts/compare_reports.py through eval_default.sh), the whole sets' BLEU of both
+(OUT/base-ew*/report.json, cand-ew*/report.json), int8 against F32 (int8.log),
+the dev NLL of the shipped model and the candidate (nll.json, tools/train.py nll
+--out), and whether the shipping rule is met: a lower mean general dev NLL, and
+ahead on most of the whole-set directions (cand-ew and cand-ewj together).
+
+    scripts/snapshot_summary.py OUT      exit 0: rule met, 1: not met, 2: OUT incomplete
+"""
+import json
+import os
+import sys
+
+
+def changes(out, part):
+    """(set, direction, BLEU change) of the candidate against the shipped model, from
+    their report.json files (OUT/cand-PART, OUT/base-PART)."""
+    def bleu(which):
+        with open(os.path.join(out, f"{which}-{part}", "report.json")) as f:
+            return {(d["set"], d["direction"]): d["bleu"] for d in json.load(f)["directions"]}
+    old, new = bleu("base"), bleu("cand")
+    return [(k[0], k[1], new[k] - old[k]) for k in new if k in old]
+
+
+def last_line(path, prefix):
+    with open(path) as f:
+        lines = [line.strip() for line in f if line.startswith(prefix)]
+    return lines[-1] if lines else "(none)"
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    out = argv[1]
+    try:
+        whole = changes(out, "ew") + changes(out, "ewj")
+        with open(os.path.join(out, "nll.json")) as f:
+            nll = json.load(f)
+        old, new = nll[0]["nll"], nll[1]["nll"]
+        summaries = {part: last_line(os.path.join(out, f"cand-{part}.log"), "all: mean change")
+                     for part in ("ew", "ewj", "e")}
+        int8 = last_line(os.path.join(out, "int8.log"), "int8:")
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        print(f"snapshot_summary: {out} is incomplete: {e}", file=sys.stderr)
+        return 2
+    if not whole:
+        print(f"snapshot_summary: no whole-set direction in both {out}/base-ew* and cand-ew*", file=sys.stderr)
+        return 2
+    for part, line in summaries.items():
+        print(f"{part:4} {line}")
+    print(f"int8 {int8}")
+    general = [k for k in old if k.startswith("g:")]
+    lower = sum(new[k] < old[k] for k in general)
+    print(f"general dev NLL {old['mean general']:.4f} -> {new['mean general']:.4f} ({lower} of {len(general)} "
+          f"directions lower); joined {old.get('mean joined', float('nan')):.4f} -> "
+          f"{new.get('mean joined', float('nan')):.4f}; Multi30k {old['mean multi30k']:.4f} -> "
+          f"{new['mean multi30k']:.4f}")
+    up = sum(c > 0 for _, _, c in whole)
+    print(f"whole sets: {up} of {len(whole)} directions up, {sum(c for _, _, c in whole) / len(whole):+.3f} "
+          f"on average")
+    met = new["mean general"] < old["mean general"] and 2 * up > len(whole)
+    print("ship rule (a lower general dev NLL, ahead on most whole-set directions):", "MET" if met else "not met")
+    return 0 if met else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
