@@ -126,6 +126,19 @@ static void put(buf *b, const char *fmt, ...) {
     }
 }
 
+/* A histogram of sentence counts over batch_buckets: per-bucket counts (not
+ * cumulative; the last is +Inf), their sum and count. */
+static void put_sentences(buf *b, const char *name, const char *help, const long long *count, long long sum,
+                          long long n) {
+    put(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    long long cum = 0;
+    for (size_t i = 0; i < N_BATCH; i++) {
+        cum += count[i];
+        put(b, "%s_bucket{le=\"%d\"} %lld\n", name, batch_buckets[i], cum);
+    }
+    put(b, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %lld\n%s_count %lld\n", name, n, name, sum, name, n);
+}
+
 char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, int ready, int active_requests) {
     buf b = {0};
     pthread_mutex_lock(&m->mu);
@@ -143,24 +156,10 @@ char *dmt_metrics_render(dmt_metrics *m, int queue_sentences, int busy_workers, 
     put(&b, "deepmt_request_duration_seconds_bucket{le=\"+Inf\"} %lld\n", m->lat_total);
     put(&b, "deepmt_request_duration_seconds_sum %.6f\ndeepmt_request_duration_seconds_count %lld\n", m->lat_sum,
         m->lat_total);
-    put(&b, "# HELP deepmt_batch_sentences Sentences per batch run by a worker.\n"
-            "# TYPE deepmt_batch_sentences histogram\n");
-    cum = 0;
-    for (size_t i = 0; i < N_BATCH; i++) {
-        cum += m->batch_count[i];
-        put(&b, "deepmt_batch_sentences_bucket{le=\"%d\"} %lld\n", batch_buckets[i], cum);
-    }
-    put(&b, "deepmt_batch_sentences_bucket{le=\"+Inf\"} %lld\n", m->batches);
-    put(&b, "deepmt_batch_sentences_sum %lld\ndeepmt_batch_sentences_count %lld\n", m->batch_sentences, m->batches);
-    put(&b, "# HELP deepmt_step_sentences Sentences a decoder step advanced together (continuous batching).\n"
-            "# TYPE deepmt_step_sentences histogram\n");
-    cum = 0;
-    for (size_t i = 0; i < N_BATCH; i++) {
-        cum += m->step_count[i];
-        put(&b, "deepmt_step_sentences_bucket{le=\"%d\"} %lld\n", batch_buckets[i], cum);
-    }
-    put(&b, "deepmt_step_sentences_bucket{le=\"+Inf\"} %lld\n", m->steps);
-    put(&b, "deepmt_step_sentences_sum %lld\ndeepmt_step_sentences_count %lld\n", m->step_sentences, m->steps);
+    put_sentences(&b, "deepmt_batch_sentences", "Sentences per batch run by a worker.", m->batch_count,
+                  m->batch_sentences, m->batches);
+    put_sentences(&b, "deepmt_step_sentences", "Sentences a decoder step advanced together (continuous batching).",
+                  m->step_count, m->step_sentences, m->steps);
     put(&b, "# HELP deepmt_batch_seconds_total Time workers spent running batches.\n"
             "# TYPE deepmt_batch_seconds_total counter\ndeepmt_batch_seconds_total %.6f\n", m->batch_seconds);
     put(&b, "# HELP deepmt_sentences_translated_total Sentences translated.\n"
