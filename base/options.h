@@ -95,7 +95,7 @@ void dmt_options_threads(int threads, int workers, int *workers_out, int *blas_t
     {"max-batch-sentences", 0, DMT_OPT_INT, (off), 0, 1, 4096, "N",                                                \
      "sentences in one batch; 1 turns batching off; given, it overrides a model's config.json batching "          \
      "[32, or the model's batching.max_sentences where lower]",                                                   \
-     0, NULL},                                               \
+     0, NULL},                                                                                                     \
     {"batch-size", 0, DMT_OPT_INT, (off), 0, 1, 4096, "N", "the same as --max-batch-sentences",                    \
      DMT_OPT_HIDDEN | DMT_OPT_NO_ENV, NULL}
 

@@ -273,7 +273,8 @@ int dmt_server_config_from_args(dmt_server_config *c, int argc, char **argv, cha
     /* a model's own batch limit (config.json "batching") lowers the default, not a limit the operator gave */
     c->model_batch_limits = 1;
     for (int i = 0; i < N_OPTIONS; i++)
-        if (given[i] && options[i].offset == offsetof(dmt_server_config, max_batch_sentences)) c->model_batch_limits = 0;
+        if (given[i] && options[i].offset == offsetof(dmt_server_config, max_batch_sentences))
+            c->model_batch_limits = 0;
     if (n_dir && add_model(c, dir[0], 0, err, errlen)) return -1; /* deepmt serve models/default */
     /* a models folder replaces DEEPMT_MODEL's one model (an image's default), while
      * --model flags on the command line add to it */

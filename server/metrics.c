@@ -59,11 +59,16 @@ void dmt_metrics_request(dmt_metrics *m, int status, double seconds) {
     pthread_mutex_unlock(&m->mu);
 }
 
-void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_tokens, double seconds) {
-    pthread_mutex_lock(&m->mu);
+/* The batch_buckets bucket of a sentence count (N_BATCH: +Inf). */
+static size_t sentence_bucket(int sentences) {
     size_t b = 0;
     while (b < N_BATCH && sentences > batch_buckets[b]) b++;
-    m->batch_count[b]++;
+    return b;
+}
+
+void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_tokens, double seconds) {
+    pthread_mutex_lock(&m->mu);
+    m->batch_count[sentence_bucket(sentences)]++;
     m->batches++;
     m->batch_sentences += sentences;
     m->batch_seconds += seconds;
@@ -75,9 +80,7 @@ void dmt_metrics_batch(dmt_metrics *m, int sentences, long src_tokens, long out_
 
 void dmt_metrics_step(dmt_metrics *m, int sentences) {
     pthread_mutex_lock(&m->mu);
-    size_t b = 0;
-    while (b < N_BATCH && sentences > batch_buckets[b]) b++;
-    m->step_count[b]++;
+    m->step_count[sentence_bucket(sentences)]++;
     m->steps++;
     m->step_sentences += sentences;
     pthread_mutex_unlock(&m->mu);
