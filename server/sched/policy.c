@@ -236,6 +236,23 @@ int dmt_policy_take_within(dmt_policy *p, const void *key, long cost_used, int l
     return n;
 }
 
+int dmt_policy_batch_full(const dmt_policy *p, int limit, int (*room)(const void *key, void *ctx), void *ctx) {
+    if (p->queued >= limit) return 1;
+    if (!room) return 0;
+    for (int i = 0; i < p->n; i++) { /* each key once, at its first request; fewer than limit wait */
+        const void *key = p->e[i].r.key;
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = same(p, key, p->e[j].r.key);
+        if (seen) continue;
+        int full = within_room(key, limit, room, ctx), waiting = 0;
+        if (full == 0) continue; /* no room now: waiting would not fill it */
+        for (int j = i; j < p->n; j++)
+            if (same(p, key, p->e[j].r.key)) waiting += p->e[j].r.n - p->e[j].next;
+        if (waiting >= full) return 1;
+    }
+    return 0;
+}
+
 int dmt_policy_expire(dmt_policy *p, double now, void **out, int cap) {
     int k = 0;
     for (int i = 0; i < p->n && k < cap;) {

@@ -101,6 +101,11 @@ int dmt_policy_take_more(dmt_policy *p, const void *key, long cost_used, int lim
 int dmt_policy_take_within(dmt_policy *p, const void *key, long cost_used, int limit,
                            int (*room)(const void *key, void *ctx), void *ctx, dmt_policy_pick *out);
 
+/* Nonzero when the waiting sentences already make a full batch: `limit` of them, or,
+ * for some key, as many as room(key, ctx) allows (room NULL: limit only). A worker
+ * that waits for company stops waiting then. */
+int dmt_policy_batch_full(const dmt_policy *p, int limit, int (*room)(const void *key, void *ctx), void *ctx);
+
 /* Removes the requests not started by their deadline (deadline < now); their owners
  * go to out (at most cap); the count. */
 int dmt_policy_expire(dmt_policy *p, double now, void **out, int cap);

@@ -8,9 +8,11 @@
  * state per model it runs and frees it once the model is retired (registry.h).
  * Each worker thread owns a dmt_state and loops:
  *   1. wait until something is queued;
- *   2. unless a full batch is already waiting, wait a little after the oldest
- *      request arrived, so that requests arriving together share one batch: a
- *      tenth of a recent batch's duration, at most max_wait_ms;
+ *   2. unless a full batch is already waiting (the batch limit, or a model's own),
+ *      wait a little after the oldest request arrived, so that requests arriving
+ *      together share one batch: a tenth of a recent batch's duration, at most
+ *      max_wait_ms (whole batches only: in continuous batching later arrivals join
+ *      the running batch at its next decoder step);
  *   3. let the policy fill a batch (fair share by request, equal decoding options,
  *      the batch caps, and an even share of the queue when other workers are idle);
  *   4. run dmt_translate without the lock. Its control hooks deliver each sentence
@@ -367,7 +369,8 @@ static void batch_finished(void *arg, int i) {
 
 /* Should the worker wait for more jobs before taking a batch? (lock held) */
 static int batch_wait(dmt_scheduler *s, double now, struct timespec *until) {
-    if (s->stopping || s->o.max_wait_ms <= 0 || dmt_policy_queued(s->policy) >= s->o.max_batch_sentences) return 0;
+    if (s->stopping || s->o.max_wait_ms <= 0) return 0;
+    if (dmt_policy_batch_full(s->policy, s->o.max_batch_sentences, batch_room, s)) return 0; /* a model's own limit too */
     if (s->o.max_batch_cost > 0 && dmt_policy_queued_cost(s->policy) >= s->o.max_batch_cost) return 0;
     /* a tenth of a recent batch's duration, at most max_wait: a small model is not
      * held up by waiting, a large one waits the full time for company */
@@ -700,12 +703,8 @@ static void continuous_main(worker *wk) {
             if (dmt_policy_queued(s->policy) == 0) break; /* stopping and drained */
         }
         double now = dmt_now();
+        /* no wait for company (batch_wait): what arrives later joins at the next step */
         int n_done = sweep(s, now, 0, 0, &done, &done_cap), g = 0;
-        struct timespec until;
-        if (all.n == 0 && dmt_policy_queued(s->policy) > 0 && batch_wait(s, now, &until) && n_done == 0) {
-            pthread_cond_timedwait(&s->cv, &s->mu, &until);
-            continue;
-        }
         int limit = cap - all.n, idle = s->o.workers - s->busy, q = dmt_policy_queued(s->policy);
         if (all.n == 0) { /* an even share for idle workers, as in whole batches */
             if (idle > 1 && (q + idle - 1) / idle < limit) limit = (q + idle - 1) / idle;

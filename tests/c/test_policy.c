@@ -247,6 +247,34 @@ static void test_take_within(void) {
     dmt_policy_free(p);
 }
 
+/* A worker waiting for company stops once a batch is full: the batch limit, or a
+ * key's own room (room_of: key 2 holds 2, key 4 has no limit of its own). */
+static void test_batch_full(void) {
+    static req one, two, four;
+    int k2 = 2, k4 = 4, k2b = 2, k0 = 0;
+    fill(&one, 1, 1, 4, 10);
+    fill(&two, 2, 1, 4, 10);
+    fill(&four, 3, 3, 4, 10);
+    dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 16}, same_int);
+    rooms r = {{0, 0}};
+    CHECK(!dmt_policy_batch_full(p, 6, room_of, &r), "nothing waiting: not full");
+    add(p, &four, &k4, 0, 0);
+    add(p, &one, &k2, 0, 1);
+    CHECK(!dmt_policy_batch_full(p, 6, room_of, &r), "3 of a key without a limit (6) and 1 of key 2 (room 2): not full");
+    add(p, &two, &k2b, 0, 2);
+    CHECK(dmt_policy_batch_full(p, 6, room_of, &r), "2 of key 2 in two requests fill its room (2): full");
+    CHECK(!dmt_policy_batch_full(p, 6, NULL, NULL), "without a room function: 5 waiting, limit 6: not full");
+    CHECK(dmt_policy_batch_full(p, 5, NULL, NULL), "5 waiting, limit 5: full");
+    dmt_policy_pick b[4];
+    int n = dmt_policy_take_within(p, &k2, 0, 1, NULL, NULL, b);
+    CHECK(n == 1 && !dmt_policy_batch_full(p, 6, room_of, &r), "1 of key 2 taken: its room not filled again");
+    static req blocked;
+    fill(&blocked, 4, 1, 4, 10);
+    add(p, &blocked, &k0, 0, 3);
+    CHECK(!dmt_policy_batch_full(p, 6, room_of, &r), "a key with no room now does not count as full");
+    dmt_policy_free(p);
+}
+
 /* Under a steady stream of one-sentence requests (each leaving once picked), a
  * two-sentence request's second sentence still runs within a couple of picks: the
  * newcomers do not start below the level the last pick reached. The same across
@@ -383,6 +411,7 @@ int main(void) {
     test_caps();
     test_take_more();
     test_take_within();
+    test_batch_full();
     test_stream();
     test_deadline_cancel();
     return check_done();
