@@ -282,7 +282,7 @@ static void test_batch_full(void) {
 static void test_stream(void) {
     for (int across = 0; across < 2; across++) {
         static req two, first, fresh[12];
-        static char names[12][8];
+        static char names[12][16];
         fill(&two, 1, 2, 4, 10);
         fill(&first, 2, 1, 4, 10);
         dmt_policy *p = dmt_policy_new((dmt_policy_limits){.max_batch_sentences = 8}, NULL);
