@@ -18,11 +18,12 @@
 # lines a direction, for BASE (kept in OUT/base-* while BASE and the build are
 # unchanged) and the candidate against it (a paired bootstrap test a direction);
 # the teacher-forced NLL of both on the run's dev data (tools/train.py nll --like);
-# int8 against F32 for the candidate (tools/check_precision.py --write). About 40
-# minutes on 2 cores with the baseline, 25 without.
+# int8 against F32 for the candidate (tools/check_precision.py --write). About 8
+# minutes on 2 otherwise idle cores (Sapphire Rapids, amx kernels; 2026-12-07), 6
+# without the baseline; several times that beside a training run.
 set -eu
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 RUN=$1
 CKPT=${2:-$RUN/checkpoint.pt}
 BUILD=${BUILD:-build}
