@@ -241,11 +241,11 @@ int dmt_policy_batch_full(const dmt_policy *p, int limit, int (*room)(const void
     if (!room) return 0;
     for (int i = 0; i < p->n; i++) { /* each key once, at its first request; fewer than limit wait */
         const void *key = p->e[i].r.key;
-        int seen = 0;
+        int full = within_room(key, limit, room, ctx), waiting = 0, seen = 0;
+        /* no room now, or more than all that waits (no limit of its own): cannot be full */
+        if (full == 0 || full > p->queued) continue;
         for (int j = 0; j < i && !seen; j++) seen = same(p, key, p->e[j].r.key);
         if (seen) continue;
-        int full = within_room(key, limit, room, ctx), waiting = 0;
-        if (full == 0) continue; /* no room now: waiting would not fill it */
         for (int j = i; j < p->n; j++)
             if (same(p, key, p->e[j].r.key)) waiting += p->e[j].r.n - p->e[j].next;
         if (waiting >= full) return 1;
