@@ -239,7 +239,9 @@ int dmt_policy_take_within(dmt_policy *p, const void *key, long cost_used, int l
 int dmt_policy_batch_full(const dmt_policy *p, int limit, int (*room)(const void *key, void *ctx), void *ctx) {
     if (p->queued >= limit) return 1;
     if (!room) return 0;
-    for (int i = 0; i < p->n; i++) { /* each key once, at its first request; fewer than limit wait */
+    /* Each key once, at its first request. Bounded: a request leaves the queue with its
+     * last sentence, so fewer than limit requests wait here, and the scan is < limit^2. */
+    for (int i = 0; i < p->n; i++) {
         const void *key = p->e[i].r.key;
         int full = within_room(key, limit, room, ctx), waiting = 0, seen = 0;
         /* no room now, or more than all that waits (no limit of its own): cannot be full */
