@@ -4,14 +4,23 @@ comparison's summary line (OUT/cand-ew.log, cand-ewj.log, cand-e.log, written by
 scripts/compare_reports.py through eval_default.sh), the whole sets' BLEU of both
 (OUT/base-ew*/report.json, cand-ew*/report.json), int8 against F32 (int8.log),
 the dev NLL of the shipped model and the candidate (nll.json, tools/train.py nll
---out), and whether the shipping rule is met: a lower mean general dev NLL, and
-ahead on most of the whole-set directions (cand-ew and cand-ewj together).
+--out), and whether the shipping rule is met: a lower mean general dev NLL, ahead
+on most of the whole-set directions (cand-ew and cand-ewj together), and ahead by
+at least MIN_MEAN_GAIN BLEU on their average.
 
     scripts/snapshot_summary.py OUT      exit 0: rule met, 1: not met, 2: OUT incomplete
 """
 import json
 import os
 import sys
+
+# Each shipped snapshot adds ~22 MB to the repository for good, and a change of a few
+# hundredths on average is within the noise of one snapshot (step 57,735: dev NLL
+# lower everywhere, 11 of 18 up, +0.03, Tatoeba en-de and fr-en down). Of the
+# snapshots shipped before, only step 44,910 gained less (+0.08 on the twelve English
+# directions, then the only ones measured); the others gained +0.13 to +0.8 over
+# the directions measured (step 47,223: -0.08 in English, +1.21 without, +0.35).
+MIN_MEAN_GAIN = 0.10
 
 
 def changes(out, part):
@@ -59,11 +68,15 @@ def main(argv):
           f"{new.get('mean joined', float('nan')):.4f}; Multi30k {old['mean multi30k']:.4f} -> "
           f"{new['mean multi30k']:.4f}")
     up = sum(c > 0 for _, _, c in whole)
-    print(f"whole sets: {up} of {len(whole)} directions up, {sum(c for _, _, c in whole) / len(whole):+.3f} "
-          f"on average")
-    met = new["mean general"] < old["mean general"] and 2 * up > len(whole)
-    print("ship rule (a lower general dev NLL, ahead on most whole-set directions):", "MET" if met else "not met")
-    return 0 if met else 1
+    mean = sum(c for _, _, c in whole) / len(whole)
+    print(f"whole sets: {up} of {len(whole)} directions up, {mean:+.3f} on average")
+    why = [what for what, ok in (("the general dev NLL is not lower", new["mean general"] < old["mean general"]),
+                                 (f"{up} of {len(whole)} up is not most", 2 * up > len(whole)),
+                                 (f"{mean:+.3f} on average is under +{MIN_MEAN_GAIN:.2f}", mean >= MIN_MEAN_GAIN))
+           if not ok]
+    print(f"ship rule (a lower general dev NLL, ahead on most whole-set directions, by +{MIN_MEAN_GAIN:.2f} "
+          f"or more on average):", "MET" if not why else "not met: " + "; ".join(why))
+    return 0 if not why else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """scripts/snapshot_check.sh and its verdict, scripts/snapshot_summary.py (TAP), on
-made-up results: the shipping rule is met with a lower general dev NLL and more than
-half of the 18 whole-set directions up, and not met with half up, or with a higher
-NLL however many are up; an incomplete folder is named (exit 2). The check itself:
+made-up results: the shipping rule is met with a lower general dev NLL, more than
+half of the 18 whole-set directions up and +0.10 or more on average, and not met with
+half up, with most up by too little on average, or with a higher NLL however many
+are up; an incomplete folder is named (exit 2). The check itself:
 usage without arguments, a missing checkpoint named, both before any work.
 """
 import json
@@ -23,14 +24,14 @@ WHOLE = {"ew": [(s, d) for s in ("tatoeba", "flores101") for d in ("en-de", "de-
          "ewj": [("flores101", d) for d in ("de-fr", "fr-de", "de-cs", "cs-de", "fr-cs", "cs-fr")]}
 
 
-def make(out, ups, nll_old, nll_new):
-    """OUT with `ups` of the 18 whole-set directions up by 0.3, the rest down by 0.1."""
+def make(out, ups, nll_old, nll_new, gain=0.3):
+    """OUT with `ups` of the 18 whole-set directions up by `gain`, the rest down by 0.1."""
     k = 0
     for part, dirs in WHOLE.items():
         for which in ("base", "cand"):
             rows = []
             for i, (s, d) in enumerate(dirs):
-                change = 0.3 if k + i < ups else -0.1
+                change = gain if k + i < ups else -0.1
                 rows.append({"set": s, "direction": d, "bleu": 20.0 + (change if which == "cand" else 0.0)})
             os.makedirs(os.path.join(out, f"{which}-{part}"), exist_ok=True)
             with open(os.path.join(out, f"{which}-{part}", "report.json"), "w") as f:
@@ -53,13 +54,16 @@ def summary(out):
 
 def main():
     with tempfile.TemporaryDirectory() as tmp:
-        cases = [(10, 2.50, 2.49, 0, "10 of 18 up, NLL lower: met"), (9, 2.50, 2.49, 1, "9 of 18 up: not met"),
-                 (18, 2.50, 2.51, 1, "18 of 18 up but NLL higher: not met")]
-        for i, (ups, old, new, want, what) in enumerate(cases):
+        # 10 up by 0.3, 8 down by 0.1: +0.122 on average; 10 up by 0.15: +0.039
+        cases = [(10, 2.50, 2.49, 0.3, 0, "10 of 18 up, +0.122, NLL lower: met", "+0.122 on average"),
+                 (9, 2.50, 2.49, 0.3, 1, "9 of 18 up: not met", "9 of 18 up is not most"),
+                 (18, 2.50, 2.51, 0.3, 1, "18 of 18 up but NLL higher: not met", "NLL is not lower"),
+                 (10, 2.50, 2.49, 0.15, 1, "10 of 18 up by +0.039 on average: not met", "+0.039 on average is under")]
+        for i, (ups, old, new, gain, want, what, says) in enumerate(cases):
             out = os.path.join(tmp, f"c{i}")
-            make(out, ups, old, new)
+            make(out, ups, old, new, gain)
             r = summary(out)
-            tap.ok(r.returncode == want and f"{ups} of 18 directions up" in r.stdout
+            tap.ok(r.returncode == want and f"{ups} of 18 directions up" in r.stdout and says in r.stdout
                    and ("MET" in r.stdout) == (want == 0), f"snapshot_summary: {what}", r.stdout + r.stderr)
         out = os.path.join(tmp, "c0")
         os.remove(os.path.join(out, "nll.json"))
