@@ -43,6 +43,11 @@ typedef struct {
     size_t *node_at;   /* where each one's text starts in text */
     int n_nodes, cap_nodes;
     char *head;        /* srt: the number and timing lines, line ends included */
+    /* srt with markup (cut_marks): the text as it was, and where each of the n_nodes
+     * stretches of words between marks starts in it (node_at: in text) */
+    char *full;
+    size_t full_len;
+    size_t *src_at;
 } piece;
 
 struct dmt_doc {
@@ -106,6 +111,142 @@ static int check_text(const char *data, size_t len, char *err, size_t errlen) {
 }
 
 /* ---- .srt ---- */
+
+static int assign_words(const piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs, int **node_of);
+
+#define SRT_MAX_MARK 256 /* bytes in one tag or override block */
+
+/* The length of the subtitle markup at s: a tag (<i>, </i>, <font color="#ff0">,
+ * <c.yellow>) or an override block ({\an8}, {\i1}); 0 where s starts none ("a < b",
+ * "{x}", a '<' never closed within SRT_MAX_MARK bytes). */
+static size_t srt_mark(const char *s, const char *end) {
+    const char *c = s + 1;
+    char close;
+    if (*s == '<') {
+        if (c < end && *c == '/') c++;
+        if (c >= end || (*c | 0x20) < 'a' || (*c | 0x20) > 'z') return 0;
+        close = '>';
+    } else if (*s == '{' && c < end && *c == '\\') {
+        close = '}';
+    } else {
+        return 0;
+    }
+    for (; c < end && c - s < SRT_MAX_MARK; c++) {
+        if (*c == close) return (size_t)(c - s) + 1;
+        if (*c == *s) return 0;
+    }
+    return 0;
+}
+
+/* Cuts the markup out of subtitle p's text, so that the model sees the words alone
+ * ("<i>I am looking for my keys.</i>" had come out as "économi écouliI cherche mes
+ * clés."): p->text keeps the words, p->full the text as it was, and each of the
+ * p->n_nodes stretches of words between marks starts at p->node_at[k] in the one
+ * and p->src_at[k] in the other. write_subtitle puts every mark back, before the
+ * words aligned to the stretch that followed it, as a .docx run gets its words.
+ * Text without markup is left as it is. 0, or -1 (out of memory). */
+static int cut_marks(piece *p) {
+    const char *s = p->text, *end = s + p->len;
+    int segs = 0, marks = 0, in_words = 0;
+    for (const char *c = s; c < end;) {
+        size_t m = srt_mark(c, end);
+        if (m) {
+            c += m, marks++, in_words = 0;
+        } else {
+            segs += !in_words, in_words = 1, c++;
+        }
+    }
+    if (!marks) return 0;
+    char *words = malloc(p->len + 1);
+    size_t *node_at = malloc(((size_t)segs + 1) * sizeof *node_at), *src_at = malloc(((size_t)segs + 1) * sizeof *src_at);
+    if (!words || !node_at || !src_at) {
+        free(words), free(node_at), free(src_at);
+        return -1;
+    }
+    size_t wl = 0;
+    int k = 0;
+    in_words = 0;
+    for (const char *c = s; c < end;) {
+        size_t m = srt_mark(c, end);
+        if (m) {
+            c += m, in_words = 0;
+            continue;
+        }
+        if (!in_words) node_at[k] = wl, src_at[k] = (size_t)(c - s), k++, in_words = 1;
+        words[wl++] = *c++;
+    }
+    words[wl] = 0;
+    node_at[segs] = wl, src_at[segs] = p->len;
+    p->full = p->text, p->full_len = p->len;
+    p->text = words, p->len = wl;
+    p->node_at = node_at, p->src_at = src_at, p->n_nodes = segs;
+    return 0;
+}
+
+/* The bytes of the sentence punctuation (.,;:!? or an ellipsis) that ends s[from..to), or 0. */
+static size_t end_punct(const char *s, size_t from, size_t to) {
+    if (to - from >= 3 && !memcmp(s + to - 3, "\xE2\x80\xA6", 3)) return 3;
+    return to > from && s[to - 1] && strchr(".,;:!?", s[to - 1]) ? 1 : 0;
+}
+
+/* Whether s[0..n) starts with sentence punctuation (.,;:!? or an ellipsis). */
+static int starts_punct(const char *s, size_t n) {
+    return (n >= 1 && s[0] && strchr(".,;:!?", s[0])) || (n >= 3 && !memcmp(s, "\xE2\x80\xA6", 3));
+}
+
+/* The subtitle's translation with its marks back (cut_marks): mark k before the
+ * words aligned to stretch k (assign_words; without an alignment all words go to the
+ * first stretch), the last mark after them all. A word's trailing spaces go after a
+ * closing tag that follows it ("<i>Y</i> Z", not "<i>Y </i>Z"), and so does its
+ * closing punctuation where the source had punctuation after that tag
+ * ("the <b>station</b>?" -> "la <b>gare</b> ?", not "la <b>gare ?</b>": a word is
+ * what whitespace delimits, so "station?" was one word, aligned as one). */
+static void write_subtitle(const piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs, FILE *f) {
+    int nn = p->n_nodes;
+    if (!p->full || nn == 0) { /* no markup, or nothing but markup */
+        if (p->full) fwrite(p->full, 1, p->full_len, f);
+        fwrite(tr, 1, tl, f);
+        return;
+    }
+    int *node_of = NULL, nt = nn >= 2 && pairs && n_pairs > 0 ? assign_words(p, tr, tl, pairs, n_pairs, &node_of) : -1;
+    size_t *ts = nt > 0 ? malloc((size_t)nt * sizeof *ts) : NULL;
+    if (ts) dmt_word_bounds(tr, tl, ts, NULL);
+    else nt = -1;
+    size_t spaces_at = 0, spaces = 0; /* the last words' trailing spaces, not yet written */
+    for (int k = 0, w = 0; k <= nn; k++) {
+        size_t mark_at = k ? p->src_at[k - 1] + (p->node_at[k] - p->node_at[k - 1]) : 0;
+        size_t mark_len = p->src_at[k] - mark_at;
+        const char *mark = p->full + mark_at;
+        int closing = mark_len >= 2 && mark[0] == '<' && mark[1] == '/';
+        if (!closing) fwrite(tr + spaces_at, 1, spaces, f);
+        fwrite(mark, 1, mark_len, f);
+        if (closing) fwrite(tr + spaces_at, 1, spaces, f);
+        spaces = 0;
+        if (k == nn) break;
+        size_t from = 0, to = 0;
+        if (nt < 0) {
+            if (k == 0) to = tl;
+        } else if (w < nt && node_of[w] == k) {
+            from = w == 0 ? 0 : ts[w];
+            while (w < nt && node_of[w] == k) w++;
+            to = w < nt ? ts[w] : tl;
+        }
+        size_t t = to;
+        while (t > from && (tr[t - 1] == ' ' || tr[t - 1] == '\t')) t--;
+        size_t next_at = p->src_at[k] + (p->node_at[k + 1] - p->node_at[k]); /* mark k + 1 */
+        if (k + 1 < nn && p->src_at[k + 1] - next_at >= 2 && !memcmp(p->full + next_at, "</", 2) &&
+            starts_punct(p->full + p->src_at[k + 1], p->full_len - p->src_at[k + 1])) {
+            size_t q = t, n;
+            while ((n = end_punct(tr, from, q)) > 0) q -= n;
+            while (q < t && q > from && tr[q - 1] == ' ') q--; /* French puts a space before ? ! ; : */
+            if (q > from) t = q;
+        }
+        fwrite(tr + from, 1, t - from, f);
+        spaces_at = t, spaces = to - t;
+    }
+    free(node_of);
+    free(ts);
+}
 
 static int open_srt(dmt_doc *d, char *err, size_t errlen) {
     const char *s = d->data, *end = d->data + d->len;
@@ -172,6 +313,7 @@ static int open_srt(dmt_doc *d, char *err, size_t errlen) {
         }
         p->text[o] = 0;
         p->len = o;
+        if (cut_marks(p)) goto oom;
     }
     if (d->n == 0) {
         snprintf(err, errlen, "not an SRT file: no subtitles found");
@@ -183,14 +325,15 @@ oom:
     return -1;
 }
 
-static int write_srt(const dmt_doc *d, const char *const *tr, const size_t *tl, FILE *f) {
+static int write_srt(const dmt_doc *d, const char *const *tr, const size_t *tl, const int *const *pairs,
+                     const int *n_pairs, FILE *f) {
     for (int i = 0; i < d->n; i++) {
         for (const char *c = d->p[i].head; *c; c++)
             if (*c == '\n') fputs(d->eol, f);
             else fputc(*c, f);
         fputs(d->eol, f);
-        if (tl[i]) {
-            fwrite(tr[i], 1, tl[i], f);
+        if (tl[i] || d->p[i].full_len) {
+            write_subtitle(&d->p[i], tr[i], tl[i], pairs ? pairs[i] : NULL, n_pairs ? n_pairs[i] : 0, f);
             fputs(d->eol, f);
         }
         fputs(d->eol, f);
@@ -687,7 +830,7 @@ int dmt_doc_write_aligned(dmt_doc *d, const char *const *tr, const size_t *tl, c
     FILE *f = fopen(path, "wb");
     int rc = -1;
     if (f) {
-        if (d->kind == DMT_DOC_SRT) rc = write_srt(d, tr, tl, f);
+        if (d->kind == DMT_DOC_SRT) rc = write_srt(d, tr, tl, pairs, n_pairs, f);
         else rc = d->n && fwrite(tr[0], 1, tl[0], f) == tl[0] ? 0 : d->n ? -1 : 0;
         if (fclose(f)) rc = -1;
     }
@@ -702,6 +845,8 @@ void dmt_doc_free(dmt_doc *d) {
         free(d->p[i].nodes);
         free(d->p[i].node_at);
         free(d->p[i].head);
+        free(d->p[i].full);
+        free(d->p[i].src_at);
     }
     free(d->p);
     free(d->eol);

@@ -3,8 +3,11 @@
  *
  *   .txt         the whole text (sentences split as for /translate)
  *   .html .htm   the whole file, as format "html" (html.h)
- *   .srt         each subtitle's text (lines joined by a space); numbers and
- *                timings are kept as they are
+ *   .srt         each subtitle's text (lines joined by a space) without its
+ *                formatting tags (<i>, </font>...) and override blocks ({\an8}),
+ *                which go back around the words aligned to the text they framed,
+ *                as a .docx run's formatting; numbers and timings are kept as
+ *                they are
  *   .docx        each paragraph (w:p) of word/document.xml, the headers,
  *                footers, footnotes and endnotes
  *   .odt         each paragraph and heading (text:p, text:h) of content.xml

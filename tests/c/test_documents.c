@@ -10,7 +10,11 @@
  *     rouge") ties on agreements between the bold run taking the word with its
  *     neighbour and the bold run left empty: the bold run must take it;
  *   - without an alignment all of the text goes into the first run;
- *   - every run stays (same number of w:r and w:t), the text is whole. */
+ *   - every run stays (same number of w:r and w:t), the text is whole.
+ * A subtitle's markup (<i>, </font>, {\an8}) is cut out of the text the model sees
+ * and put back around the words aligned to the text it framed, the same way:
+ * srt_roundtrip opens a one-subtitle .srt, checks the text to translate and writes
+ * the translation with an alignment (or none). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -123,7 +127,106 @@ static int translate_runs(const char *pre, const char *bold, const char *post, c
     return n;
 }
 
+/* Opens a one-subtitle .srt of `text`, puts the text to translate in seen, writes tr
+ * (with the alignment pairs, or none) and puts the written subtitle's text line in
+ * got. 0, or -1 when the file is refused or not written. */
+static int srt_roundtrip(const char *text, const char *tr, const int *pairs, int n_pairs, char *seen, char *got,
+                         size_t cap) {
+    char data[1024], err[256] = "";
+    snprintf(data, sizeof data, "1\r\n00:00:01,000 --> 00:00:02,000\r\n%s\r\n\r\n", text);
+    dmt_doc *d = dmt_doc_open(DMT_DOC_SRT, data, strlen(data), err, sizeof err);
+    seen[0] = got[0] = 0;
+    if (!d || dmt_doc_count(d) != 1) {
+        printf("# open: %s\n", err);
+        dmt_doc_free(d);
+        return -1;
+    }
+    size_t l;
+    const char *t = dmt_doc_text(d, 0, &l);
+    snprintf(seen, cap, "%.*s", (int)l, t);
+    char out[] = "/tmp/deepmt-test-srt-out-XXXXXX";
+    int fd = mkstemp(out);
+    if (fd >= 0) close(fd);
+    const char *trs[1] = {tr};
+    size_t tls[1] = {strlen(tr)};
+    const int *ps[1] = {pairs};
+    int nps[1] = {n_pairs};
+    int rc = fd < 0 ? -1 : dmt_doc_write_aligned(d, trs, tls, pairs ? ps : NULL, pairs ? nps : NULL, out, err, sizeof err);
+    FILE *f = rc == 0 ? fopen(out, "rb") : NULL;
+    char file[2048] = "";
+    size_t n = f ? fread(file, 1, sizeof file - 1, f) : 0;
+    file[n] = 0;
+    if (f) fclose(f);
+    /* the text line: after the timing line, up to its CRLF */
+    const char *at = strstr(file, "000\r\n");
+    at = at ? at + 5 : NULL;
+    const char *end = at ? strstr(at, "\r\n") : NULL;
+    if (at && end) snprintf(got, cap, "%.*s", (int)(end - at), at);
+    if (rc) printf("# write: %s\n", err);
+    unlink(out);
+    dmt_doc_free(d);
+    return rc || !at || !end ? -1 : 0;
+}
+
+static void srt_cases(void) {
+    char seen[512], got[512];
+    {   /* Where(0) is(1) the(2) train(3) station?(4) -> Wo(0) ist(1) der(2) Bahnhof?(3) */
+        static const int pairs[] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 3};
+        int rc = srt_roundtrip("Where is the <b>train station</b>?", "Wo ist der Bahnhof?", pairs, 5, seen, got,
+                               sizeof seen);
+        CHECK(rc == 0 && !strcmp(seen, "Where is the train station?"), "srt: the model sees the words without the tags",
+              "%d [%s]", rc, seen);
+        CHECK(!strcmp(got, "Wo ist der <b>Bahnhof</b>?"),
+              "srt: the bold tags around the aligned word, the question mark after them as in the source", "[%s]", got);
+    }
+    {   /* the French space before '?' goes after the closing tag with the mark */
+        static const int pairs[] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 3, 4, 4};
+        srt_roundtrip("Where is the <b>train station</b>?", "Où est la gare ?", pairs, 6, seen, got, sizeof seen);
+        CHECK(!strcmp(got, "Où est la <b>gare</b> ?"), "srt: \"la <b>gare</b> ?\", not \"la <b>gare ?</b>\"", "[%s]",
+              got);
+    }
+    {
+        srt_roundtrip("<i>I am looking for my keys.</i>", "Ich suche meine Schlüssel.", NULL, 0, seen, got,
+                      sizeof seen);
+        CHECK(!strcmp(seen, "I am looking for my keys.") && !strcmp(got, "<i>Ich suche meine Schlüssel.</i>"),
+              "srt: an italic subtitle stays italic, without an alignment too", "[%s] [%s]", seen, got);
+    }
+    {   /* two lines, each its own markup; {\an8} (top of the screen) stays first */
+        static const int pairs[] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6};
+        srt_roundtrip("{\\an8}<font color=\"#ffff00\">A man is riding</font>\r\n<i>a red bike.</i>",
+                      "Ein Mann fährt ein rotes Fahrrad.", pairs, 7, seen, got, sizeof seen);
+        CHECK(!strcmp(seen, "A man is riding a red bike."), "srt: tags and override blocks cut from both lines", "[%s]",
+              seen);
+        CHECK(!strcmp(got, "{\\an8}<font color=\"#ffff00\">Ein Mann fährt ein</font> <i>rotes Fahrrad.</i>"),
+              "srt: each line's markup back around its words, the space outside the closing tag", "[%s]", got);
+    }
+    {   /* not markup: a lone '<', a '>' , a '{' without a backslash, a tag never closed */
+        srt_roundtrip("If x < 3 and y > 2 {ok} <i stop", "Wenn x < 3 und y > 2 {ok} <i halt", NULL, 0, seen, got,
+                      sizeof seen);
+        CHECK(!strcmp(seen, "If x < 3 and y > 2 {ok} <i stop") && !strcmp(got, "Wenn x < 3 und y > 2 {ok} <i halt"),
+              "srt: comparison signs, braces and an unclosed tag are text", "[%s] [%s]", seen, got);
+    }
+    {   /* nothing but markup: kept, nothing to translate */
+        int rc = srt_roundtrip("<i></i>", "", NULL, 0, seen, got, sizeof seen);
+        CHECK(rc == 0 && !seen[0] && !strcmp(got, "<i></i>"), "srt: a subtitle of markup only is written back as it was",
+              "%d [%s] [%s]", rc, seen, got);
+    }
+    {   /* an alignment that points outside the sentence is ignored, the text stays whole */
+        static const int pairs[] = {0, 0, 99, 1, 1, 99, -1, 0};
+        srt_roundtrip("A <b>red</b> hat.", "Ein roter Hut.", pairs, 4, seen, got, sizeof seen);
+        char plain[512];
+        size_t o = 0;
+        for (const char *c = got; *c && o + 1 < sizeof plain; c++) /* the tags taken out again */
+            if (*c == '<') c = strchr(c, '>') ? strchr(c, '>') : c + strlen(c) - 1;
+            else plain[o++] = *c;
+        plain[o] = 0;
+        CHECK(!strcmp(plain, "Ein roter Hut.") && strstr(got, "<b>") && strstr(got, "</b>"),
+              "srt: a bad alignment loses no word and no tag", "[%s]", got);
+    }
+}
+
 int main(void) {
+    srt_cases();
     char runs[8][128];
     int n_runs = 0, n;
 

@@ -8,7 +8,8 @@
  *   1. dmt_doc_open either refuses with a message or gives texts of valid UTF-8;
  *   2. dmt_doc_write with a translation for each text either writes the file or
  *      refuses with a message; a written .srt/.docx/.odt opens again (the writer
- *      produces files its own reader takes);
+ *      produces files its own reader takes); dmt_doc_write_aligned with a crossed
+ *      and out-of-range word alignment writes or refuses with a message too;
  *   3. for HTML, dmt_html_prepare over the file's text and dmt_html_render of every
  *      segment's translation give valid UTF-8, and the rendered page parses again;
  *   4. nothing leaks (ASan's leak check at exit, libFuzzer's -detect_leaks).
@@ -149,6 +150,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         REQUIRE(err[0], "dmt_doc_write failed without a message");
     }
+    /* again with a word alignment that crosses itself and points past both ends
+     * (runs and subtitle markup take their words by it) */
+    static const int crossed[] = {0, 6, 1, 5, 2, 4, 3, 3, 4, 2, 5, 1, 6, 0, 99, 0, 0, 99, -1, 2};
+    const int **pairs = calloc((size_t)n + 1, sizeof *pairs);
+    int *n_pairs = calloc((size_t)n + 1, sizeof *n_pairs);
+    REQUIRE(pairs && n_pairs, "out of memory");
+    for (int i = 0; i < n; i++) pairs[i] = crossed, n_pairs[i] = (int)(sizeof crossed / sizeof *crossed / 2);
+    err[0] = 0;
+    if (dmt_doc_write_aligned(d, tr, tl, pairs, n_pairs, path, err, sizeof err) != 0)
+        REQUIRE(err[0], "dmt_doc_write_aligned failed without a message");
+    free(pairs);
+    free(n_pairs);
     unlink(path);
     free(tr);
     free(tl);

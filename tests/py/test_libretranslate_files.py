@@ -190,6 +190,19 @@ def test_text_formats(p):
     tap.ok(st == 200 and times == re.findall(r"\d\d:\d\d:\d\d,\d\d\d --> \d\d:\d\d:\d\d,\d\d\d", srt)
            and [b.split("\n")[0] for b in blocks] == ["1", "2", "3"] and "riding" not in out and "\r\n" in out,
            ".srt: numbers and timings kept, text translated, CRLF kept", f"{st} {j} {out!r}")
+    # subtitle markup: cut out of what the model sees, back around the words, in order
+    srt = ("1\n00:00:01,000 --> 00:00:02,500\n<i>A man is riding</i>\n<i>a red bike.</i>\n\n"
+           "2\n00:00:03,000 --> 00:00:04,000\n{\\an8}Two <b>dogs</b> play in the <font color=\"red\">snow</font>.\n\n")
+    st, j, got = roundtrip(p, "styled.srt", srt.encode())
+    out = got.decode() if got else ""
+    lines = [b.split("\n")[2] for b in out.split("\n\n") if b.strip()]
+    marks = re.compile(r"<[^<>]*>|\{\\[^{}]*\}")
+    want = [marks.findall("<i>A man is riding</i> <i>a red bike.</i>"),
+            marks.findall("{\\an8}Two <b>dogs</b> play in the <font color=\"red\">snow</font>.")]
+    tap.ok(st == 200 and len(lines) == 2 and [marks.findall(x) for x in lines] == want
+           and lines[0].startswith("<i>") and lines[0].endswith("</i>") and lines[1].startswith("{\\an8}")
+           and all(w not in out for w in ("riding", "bike", "dogs", "snow")),
+           ".srt: <i>, <b>, <font> and {\\an8} kept, in order, around translated text", f"{st} {j} {out!r}")
     html = "<html><body><h1>Two dogs</h1><p>A <b>red</b> car.</p><pre>keep</pre></body></html>"
     st, j, got = roundtrip(p, "page.html", html.encode())
     out = got.decode() if got else ""
