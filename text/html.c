@@ -23,7 +23,12 @@ typedef struct {
     size_t open_at, open_len;   /* the start tag's bytes in the input; open_len 0: not in the segment */
     size_t close_at, close_len; /* the end tag's; close_len 0: not in the segment */
     size_t a, b;                /* the words it encloses: a byte range of the segment's words */
-    int code;                   /* <code>: translated inside a sentence, left alone as all of one */
+    int code;                   /* <code> never closed: translated inside a sentence, left alone as all of one */
+    /* A literal (literal_tag) inside a sentence: the whole element, its text
+     * included, is open_at/open_len, kept byte for byte; it encloses no words (a ==
+     * b) and lands between the target words (place_tags, render_segment). */
+    int literal;
+    int space_before, space_after, before_punct; /* the decoded text around it */
 } inline_tag;
 
 typedef struct {
@@ -59,13 +64,21 @@ struct dmt_html {
 
 static int skipped_tag(GumboTag t) {
     switch (t) {
-    case GUMBO_TAG_SCRIPT: case GUMBO_TAG_STYLE: case GUMBO_TAG_PRE:
-    case GUMBO_TAG_TEXTAREA: case GUMBO_TAG_KBD: case GUMBO_TAG_SAMP: case GUMBO_TAG_VAR:
+    case GUMBO_TAG_SCRIPT: case GUMBO_TAG_STYLE: case GUMBO_TAG_PRE: case GUMBO_TAG_TEXTAREA:
     case GUMBO_TAG_SVG: case GUMBO_TAG_MATH: case GUMBO_TAG_TEMPLATE: case GUMBO_TAG_NOSCRIPT:
         return 1;
     default:
         return 0;
     }
+}
+
+/* Inline elements whose text is a literal (an identifier, a command, a key, a
+ * program's output, a variable): kept byte for byte while the sentence around them
+ * is translated as one ("download the <code>deepmt</code> binary" had given "den
+ * <code>tiefen</code> Binder herunterladen"; kbd, samp and var had split their
+ * sentence in two). */
+static int literal_tag(GumboTag t) {
+    return t == GUMBO_TAG_CODE || t == GUMBO_TAG_KBD || t == GUMBO_TAG_SAMP || t == GUMBO_TAG_VAR;
 }
 
 /* translate="no", or "notranslate" among the classes. */
@@ -108,7 +121,7 @@ static int inline_tag_of(GumboTag t) {
     case GUMBO_TAG_I: case GUMBO_TAG_INS: case GUMBO_TAG_LABEL: case GUMBO_TAG_MARK: case GUMBO_TAG_Q:
     case GUMBO_TAG_S: case GUMBO_TAG_SMALL: case GUMBO_TAG_SPAN: case GUMBO_TAG_STRIKE: case GUMBO_TAG_STRONG:
     case GUMBO_TAG_SUB: case GUMBO_TAG_SUP: case GUMBO_TAG_TIME: case GUMBO_TAG_TT: case GUMBO_TAG_U:
-    case GUMBO_TAG_BIG: case GUMBO_TAG_CODE:
+    case GUMBO_TAG_BIG: case GUMBO_TAG_CODE: case GUMBO_TAG_KBD: case GUMBO_TAG_SAMP: case GUMBO_TAG_VAR:
         return 1;
     default:
         return 0;
@@ -186,6 +199,25 @@ static int pending_end(dmt_html *h, pending *p, int t) {
         all_code = in_code;
     }
     if (all_code) return 0;
+    /* literals in the leading (trailing) whitespace: the lead ends (the trail starts)
+     * at the first (last) of them; the whitespace on their other side is their own
+     * spacing. A space between a literal and the punctuation after it is dropped, so
+     * that the model reads "Run." for "Run <code>make</code>." */
+    size_t lead_end = a, trail_from = b;
+    unsigned char *drop = NULL;
+    for (int k = 0; k < p->n_tags; k++) {
+        inline_tag *x = &p->tags[k];
+        if (!x->literal) continue;
+        x->space_before = x->a > 0 && x->a <= n && is_space(s[x->a - 1]);
+        x->space_after = x->a < n && is_space(s[x->a]);
+        x->before_punct = x->a < n && s[x->a] && strchr(".,;:!?", s[x->a]) != NULL;
+        if (x->a <= a && x->a < lead_end) lead_end = x->a;
+        if (x->a >= b && x->a > trail_from) trail_from = x->a;
+        if (x->before_punct && x->space_before && x->a > a && x->a < b) {
+            if (!drop && !(drop = calloc(n + 1, 1))) return -1;
+            drop[x->a - 1] = 1;
+        }
+    }
     if (h->n_seg == h->cap_seg) {
         int cap = h->cap_seg ? 2 * h->cap_seg : 64;
         segment *g = realloc(h->seg, (size_t)cap * sizeof *g);
@@ -198,8 +230,8 @@ static int pending_end(dmt_html *h, pending *p, int t) {
     g->text = t;
     g->src_start = p->start;
     g->src_len = p->end - p->start;
-    g->lead = dup_n(s, a);
-    g->trail = dup_n(s + b, n - b);
+    g->lead = dup_n(s, lead_end);
+    g->trail = dup_n(s + trail_from, n - trail_from);
     /* runs of spaces and line breaks inside the text read as one space (as a
      * browser shows them); a line break would otherwise split a sentence */
     g->words = malloc(b - a + 1);
@@ -207,15 +239,17 @@ static int pending_end(dmt_html *h, pending *p, int t) {
     if (p->n_tags) g->tags = malloc((size_t)p->n_tags * sizeof *g->tags);
     if (!g->lead || !g->trail || !g->words || !at || (p->n_tags && !g->tags)) {
         free(at);
+        free(drop);
         return -1;
     }
     size_t o = 0;
     for (size_t i = 0; i <= n; i++) {
         at[i] = o;
-        if (i < a || i >= b) continue;
+        if (i < a || i >= b || (drop && drop[i])) continue;
         if (!is_space(s[i])) g->words[o++] = s[i];
         else if (!is_space(s[i - 1])) g->words[o++] = ' ';
     }
+    free(drop);
     g->words[o] = 0;
     g->words_len = o;
     for (int k = 0; k < p->n_tags; k++) {
@@ -308,6 +342,26 @@ static int collect(dmt_html *h, int t, const char *base, GumboNode *root, int ma
             if (skipped_tag(e->tag) || marked_no_translate(e) || !inline_tag_of(e->tag)) {
                 END_SEGMENT();
                 if (rc || skipped_tag(e->tag) || marked_no_translate(e)) continue;
+            } else if (literal_tag(e->tag) && e->original_tag.data && e->original_tag.length &&
+                       e->original_end_tag.data && e->original_end_tag.length &&
+                       e->original_end_tag.data > e->original_tag.data) {
+                /* a literal, start tag to end tag: one piece of the segment, never
+                 * translated (its children are part of it) */
+                size_t at = (size_t)(e->original_tag.data - base),
+                       whole = (size_t)(e->original_end_tag.data - e->original_tag.data) + e->original_end_tag.length;
+                if (p.active && p.n_tags >= MAX_SEGMENT_TAGS) END_SEGMENT();
+                if (rc) continue;
+                if (pending_span(&p, at, whole)) {
+                    END_SEGMENT();
+                    if (rc || pending_span(&p, at, whole)) continue;
+                }
+                inline_tag *x = pending_tag(&p);
+                if (!x) { rc = -1; break; }
+                x->open_at = at;
+                x->open_len = whole;
+                x->literal = 1;
+                x->a = x->b = p.raw_len;
+                continue;
             } else {
                 is_inline = 1;
                 if (e->original_tag.data && e->original_tag.length) {
@@ -431,7 +485,12 @@ static int is_closing_punct(char c) { return c && strchr(".,;:!?)]}\"'", c) != N
 /* Where a tag lands in the translation: words [s, e) (s == e: between words). */
 typedef struct { int s, e; } span;
 
-static int contains(const inline_tag *x, const inline_tag *y) { return x->a <= y->a && y->b <= x->b; }
+static int contains(const inline_tag *x, const inline_tag *y) {
+    if (x->literal) return 0;
+    if (y->literal) /* by the source bytes: a zero-width literal at an element's edge may be outside it */
+        return (!x->open_len || x->open_at < y->open_at) && (!x->close_len || y->open_at < x->close_at);
+    return x->a <= y->a && y->b <= x->b;
+}
 
 /* The target words of segment g's tags, in tmp order of x->a ascending, x->b
  * descending (the order of the source tree: an element before what it encloses).
@@ -440,6 +499,23 @@ static void place_tags(const segment *g, const int *order, span *sp, const size_
                        int nt, const int *pairs, int n_pairs) {
     for (int q = 0; q < g->n_tags; q++) {
         const inline_tag *x = &g->tags[order[q]];
+        if (x->literal) { /* after the target word aligned to the source word before it */
+            int before = 0, at = -1;
+            for (int w = 0; w < ns; w++) before += sst[w] < x->a;
+            for (int k = 0; before > 0 && k < n_pairs; k++)
+                if (pairs[2 * k] == before - 1 && pairs[2 * k + 1] >= 0 && pairs[2 * k + 1] < nt &&
+                    pairs[2 * k + 1] + 1 > at)
+                    at = pairs[2 * k + 1] + 1;
+            if (at < 0) at = before * nt / (ns ? ns : 1); /* no alignment: where it sits in proportion */
+            span v = {at, at};
+            for (int r = 0; r < q; r++) /* inside the elements that enclose it in the source */
+                if (contains(&g->tags[order[r]], x)) {
+                    if (v.s < sp[r].s) v.s = v.e = sp[r].s;
+                    if (v.s > sp[r].e) v.s = v.e = sp[r].e;
+                }
+            sp[q] = v;
+            continue;
+        }
         int w0 = ns, w1 = -1; /* the source words it encloses */
         for (int w = 0; w < ns; w++)
             if (sst[w] < x->b && sen[w] > x->a) {
@@ -484,10 +560,32 @@ static void place_tags(const segment *g, const int *order, span *sp, const size_
     }
 }
 
+/* Writes literal q (its element byte for byte), a space before and after it where
+ * asked, and marks it written. */
+static char *put_literal(const char *src, const segment *g, const int *order, span *sp, int q, int before, int after,
+                         char *o) {
+    const inline_tag *x = &g->tags[order[q]];
+    if (before) *o++ = ' ';
+    memcpy(o, src + x->open_at, x->open_len);
+    o += x->open_len;
+    if (after) *o++ = ' ';
+    sp[q].s = sp[q].e = -2;
+    return o;
+}
+
+/* Whether literal q at b is written with the words (not by its enclosing element:
+ * that one is empty and writes it, or opens at b and writes it after its start tag;
+ * one that closes at b wrote it before its end tag). */
+static int literal_free(const span *sp, const int *parent, int q, int b) {
+    int r = parent[q];
+    return r < 0 || !((sp[r].s == sp[r].e && sp[r].s >= 0) || (sp[r].s == b && sp[r].e > b));
+}
+
 /* The translation tr of segment g with g's tags put around the words aligned to
- * the words they enclosed: written to o (room: escaped tr + every tag's bytes). */
+ * the words they enclosed, and its literals between them: written to o (room:
+ * escaped tr + every tag's bytes + 2 a tag). parent: scratch, a tag each. */
 static char *render_segment(const dmt_html *h, const segment *g, const char *tr, size_t tr_len, const int *pairs,
-                            int n_pairs, char *o, int *order, span *sp, size_t *buf) {
+                            int n_pairs, char *o, int *order, span *sp, int *parent, size_t *buf) {
     const char *src = h->texts[g->text];
     if (!g->n_tags) return put_escaped(o, tr, tr_len);
     int ns = dmt_word_bounds(g->words, g->words_len, NULL, NULL), nt = dmt_word_bounds(tr, tr_len, NULL, NULL);
@@ -505,6 +603,11 @@ static char *render_segment(const dmt_html *h, const segment *g, const char *tr,
         order[r] = x;
     }
     place_tags(g, order, sp, sst, sen, ns, nt, pairs, n_pairs);
+    for (int q = 0; q < g->n_tags; q++) { /* a literal's innermost enclosing element (in order: the last) */
+        parent[q] = -1;
+        for (int r = 0; r < q && g->tags[order[q]].literal; r++)
+            if (contains(&g->tags[order[r]], &g->tags[order[q]])) parent[q] = r;
+    }
     size_t pos = 0, punct = 0; /* in tr: written up to pos; the last word's closing punctuation from punct */
     for (int b = 0; b <= nt; b++) {
         /* closes after word b - 1: the innermost (latest start, then latest placed) first */
@@ -515,6 +618,9 @@ static char *render_segment(const dmt_html *h, const segment *g, const char *tr,
                 if (best < 0 || sp[q].s > sp[best].s || (sp[q].s == sp[best].s && q > best)) best = q;
             }
             if (best < 0) { done = 1; continue; }
+            for (int q = 0; q < g->n_tags; q++) /* the literals it holds at its end, before its end tag */
+                if (g->tags[order[q]].literal && parent[q] == best && sp[q].s == b)
+                    o = put_literal(h->texts[g->text], g, order, sp, q, g->tags[order[q]].space_before, 0, o);
             const inline_tag *x = &g->tags[order[best]];
             if (punct < pos && x->b > x->a && is_closing_punct(g->words[x->b - 1])) { /* it enclosed its punctuation */
                 o = put_escaped(o, tr + punct, pos - punct);
@@ -524,19 +630,38 @@ static char *render_segment(const dmt_html *h, const segment *g, const char *tr,
             o += x->close_len;
             sp[best].s = -1; /* emitted */
         }
+        /* literals glued to the word before, or to the punctuation after it: before that punctuation */
+        for (int q = 0; b > 0 && q < g->n_tags; q++) {
+            const inline_tag *x = &g->tags[order[q]];
+            if (x->literal && sp[q].s == b && (!x->space_before || x->before_punct) && literal_free(sp, parent, q, b))
+                o = put_literal(src, g, order, sp, q, x->space_before, 0, o);
+        }
         if (punct < pos) o = put_escaped(o, tr + punct, pos - punct); /* after the tags that ended before it */
         punct = pos;
         size_t next = b < nt ? tst[b] : tr_len;
         o = put_escaped(o, tr + pos, next - pos); /* the space between the words */
         pos = next;
-        /* empty ones here, whole; then opens before word b: the outermost first */
+        for (int q = 0; q < g->n_tags; q++) { /* the other literals: before word b, with their spacing */
+            const inline_tag *x = &g->tags[order[q]];
+            if (x->literal && sp[q].s == b && literal_free(sp, parent, q, b))
+                o = put_literal(src, g, order, sp, q, b == nt && x->space_before, b < nt && x->space_after, o);
+        }
+        /* empty ones here, whole (with the literals they hold); then opens before word b: the outermost first */
         for (int q = 0; q < g->n_tags; q++) {
-            if (sp[q].s != b || sp[q].e != b) continue;
+            if (sp[q].s != b || sp[q].e != b || g->tags[order[q]].literal) continue;
             const inline_tag *x = &g->tags[order[q]];
             memcpy(o, src + x->open_at, x->open_len);
             o += x->open_len;
+            int held = 0, space_after = 0;
+            for (int l = 0; l < g->n_tags; l++)
+                if (g->tags[order[l]].literal && parent[l] == q && sp[l].s == b) {
+                    o = put_literal(src, g, order, sp, l, held && g->tags[order[l]].space_before, 0, o);
+                    held = 1;
+                    space_after = g->tags[order[l]].space_after;
+                }
             memcpy(o, src + x->close_at, x->close_len);
             o += x->close_len;
+            if (held && space_after && b < nt) *o++ = ' '; /* "<b><code>x</code></b> word" */
         }
         for (int done = 0; !done;) { /* the widest first (equal: the earlier in the source) */
             int best = -1;
@@ -548,7 +673,11 @@ static char *render_segment(const dmt_html *h, const segment *g, const char *tr,
             const inline_tag *x = &g->tags[order[best]];
             memcpy(o, src + x->open_at, x->open_len);
             o += x->open_len;
+            int opened_at_e = sp[best].e;
             sp[best].e = -sp[best].e - 1; /* opened: kept as -(e + 1) until its close */
+            for (int q = 0; q < g->n_tags; q++) /* the literals it holds at its start, after its start tag */
+                if (g->tags[order[q]].literal && parent[q] == best && sp[q].s == b)
+                    o = put_literal(src, g, order, sp, q, 0, b < nt && opened_at_e > b && g->tags[order[q]].space_after, o);
         }
         if (b < nt) { /* the word; its closing punctuation waits for the tags that end here */
             size_t cut = ten[b];
@@ -559,6 +688,8 @@ static char *render_segment(const dmt_html *h, const segment *g, const char *tr,
             pos = ten[b];
         }
     }
+    for (int q = 0; q < g->n_tags; q++) /* none is left: a literal is never lost */
+        if (g->tags[order[q]].literal && sp[q].s != -2) o = put_literal(src, g, order, sp, q, 1, 0, o);
     return put_escaped(o, tr + pos, tr_len - pos);
 }
 
@@ -571,17 +702,17 @@ char *dmt_html_render_aligned(const dmt_html *h, int t, const char *const *tr, c
         const segment *g = &h->seg[i];
         cap += escaped_len(g->lead, strlen(g->lead)) + escaped_len(tr[i], tr_lens[i]) +
                escaped_len(g->trail, strlen(g->trail));
-        for (int k = 0; k < g->n_tags; k++) cap += g->tags[k].open_len + g->tags[k].close_len;
+        for (int k = 0; k < g->n_tags; k++) cap += g->tags[k].open_len + g->tags[k].close_len + 2;
         size_t w = g->words_len + tr_lens[i] + 2;
         if (w > words) words = w;
         if (g->n_tags > most) most = g->n_tags;
     }
     char *buf = malloc(cap), *o = buf;
-    int *order = malloc(((size_t)most + 1) * sizeof *order);
+    int *order = malloc(((size_t)most + 1) * sizeof *order), *parent = malloc(((size_t)most + 1) * sizeof *parent);
     span *sp = malloc(((size_t)most + 1) * sizeof *sp);
     size_t *wb = malloc((2 * words + 2) * sizeof *wb); /* word starts and ends of both sides */
-    if (!buf || !order || !sp || !wb) {
-        free(buf); free(order); free(sp); free(wb);
+    if (!buf || !order || !parent || !sp || !wb) {
+        free(buf); free(order); free(parent); free(sp); free(wb);
         return NULL;
     }
     size_t pos = 0;
@@ -592,7 +723,7 @@ char *dmt_html_render_aligned(const dmt_html *h, int t, const char *const *tr, c
         o += g->src_start - pos;
         o = put_escaped(o, g->lead, strlen(g->lead));
         o = render_segment(h, g, tr[i], tr_lens[i], pairs ? pairs[i] : NULL, n_pairs ? n_pairs[i] : 0, o, order, sp,
-                           wb);
+                           parent, wb);
         o = put_escaped(o, g->trail, strlen(g->trail));
         pos = g->src_start + g->src_len;
     }
@@ -601,6 +732,7 @@ char *dmt_html_render_aligned(const dmt_html *h, int t, const char *const *tr, c
     *o = 0;
     *len = (size_t)(o - buf);
     free(order);
+    free(parent);
     free(sp);
     free(wb);
     return buf;

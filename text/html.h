@@ -11,11 +11,14 @@
  * attributes, comments, entities elsewhere and the spacing around each segment
  * are copied byte for byte; the tags moved keep their bytes, and the result is
  * always well nested: where alignments would make two elements cross, one of
- * them is shrunk. A segment that is all code (<code>x = 1</code> alone) is left
- * alone, as is text
- * inside script, style, pre, textarea, kbd, samp, var, svg, math,
- * template, noscript, or under an element with translate="no" or class
- * "notranslate", and text without letters, is left alone.
+ * them is shrunk. A literal (code, kbd, samp, var, with its end tag) stays in
+ * its sentence but is not translated: the segment's text leaves it out, and the
+ * element comes back byte for byte after the target word aligned to the source
+ * word before it ("Download the <code>deepmt</code> binary." is read as "Download
+ * the binary."); a code never closed is an ordinary inline element, left alone
+ * when it holds the whole segment. Text inside script, style, pre, textarea, svg, math, template,
+ * noscript, or under an element with translate="no" or class "notranslate", and
+ * text without letters outside its literals, is left alone.
  */
 #ifndef DEEPMT_TEXT_HTML_H
 #define DEEPMT_TEXT_HTML_H

@@ -114,6 +114,15 @@ def test_structure(p):
     d = j.get("detectedLanguage") if isinstance(j, dict) else None
     tap.ok(st == 200 and len(j.get("translatedText", [])) == 2 and isinstance(d, list) and d[0]["language"] == "de",
            "array q with auto: one document and one detectedLanguage each (from the text, not the tags)", f"{j}")
+    page = ('<p>Download the <code>deepmt &lt;x&gt;</code> binary and press <kbd>Enter</kbd>, then '
+            '<a href="/d"><var>n</var> dogs</a> run.</p>')
+    st, h, j = tr(p, page)
+    out = j.get("translatedText", "") if isinstance(j, dict) else ""
+    tap.ok(st == 200 and all(out.count(x) == 1 for x in ("<code>deepmt &lt;x&gt;</code>", "<kbd>Enter</kbd>",
+                                                           "<var>n</var>"))
+           and "Download" not in out and "dogs" not in out and well_nested(shape(out).tags)
+           and sorted(map(str, shape(out).tags)) == sorted(map(str, shape(page).tags)),
+           "code, kbd and var in a sentence: kept byte for byte, once, the sentence around them translated", out)
     st, h, j = tr(p, "<p>A &lt;tag&gt; and &quot;quotes&quot;</p>")
     out = j.get("translatedText", "")
     tap.ok(st == 200 and shape(out).tags == shape("<p>x</p>").tags, "translations are escaped: no tag appears", out)
