@@ -1,4 +1,5 @@
-/* passthrough.c — URLs and e-mail addresses kept out of the model (passthrough.h). */
+/* passthrough.c — URLs, e-mail addresses, emoji and words the model cannot spell
+ * kept out of the model (passthrough.h). */
 #include "model/passthrough.h"
 
 #include <stdlib.h>
@@ -84,7 +85,7 @@ static int is_emoji_word(const char *w, size_t n) {
 }
 
 /* The length of word w[0..n) that is a span (its trailing .,;:!? left out), or 0. */
-static size_t span_length(const char *w, size_t n) {
+static size_t span_length(const char *w, size_t n, dmt_passthrough_unspellable unspellable, void *arg) {
     size_t end = n;
     while (end > 0 && is_trailing((unsigned char)w[end - 1])) end--;
     size_t a = 0, b = end;
@@ -94,7 +95,10 @@ static size_t span_length(const char *w, size_t n) {
     /* copied into the translation byte for byte: only valid UTF-8 (the tokenizer
      * refuses the sentence otherwise, as it would without this rule) */
     if (!dmt_utf8_validate(w, end, NULL)) return 0;
-    return is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a) ? end : 0;
+    if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a)) return end;
+    int wide = 0; /* only a word with a character outside ASCII can be one the model cannot spell */
+    for (size_t i = a; i < b && !wide; i++) wide = (unsigned char)w[i] >= 0x80;
+    return wide && unspellable && unspellable(arg, w + a, b - a) ? end : 0;
 }
 
 void dmt_passthrough_clear(dmt_passthrough *p) {
@@ -107,11 +111,18 @@ void dmt_passthrough_clear(dmt_passthrough *p) {
 }
 
 int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p) {
+    return dmt_passthrough_find_with(text, len, NULL, NULL, p);
+}
+
+int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unspellable unspellable, void *arg,
+                              dmt_passthrough *p) {
     memset(p, 0, sizeof *p);
     /* a quick look first: most sentences have neither '@' nor "://" nor "www." nor
-     * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live) */
+     * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live), nor, with an
+     * unspellable test, any character outside ASCII */
     int maybe = memchr(text, '@', len) != NULL;
-    for (size_t i = 0; !maybe && i < len; i++) maybe = (unsigned char)text[i] >= 0xE2;
+    unsigned char wide = unspellable ? 0xC0 : 0xE2;
+    for (size_t i = 0; !maybe && i < len; i++) maybe = (unsigned char)text[i] >= wide;
     for (size_t i = 0; !maybe && i + 3 <= len; i++)
         maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||
                 has_prefix(text + i, len - i, "mailto:");
@@ -132,7 +143,7 @@ int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p) {
         if (is_space((unsigned char)text[i])) { i++; continue; }
         size_t start = i;
         while (i < len && !is_space((unsigned char)text[i])) i++;
-        size_t n = i - start, k = span_length(text + start, n);
+        size_t n = i - start, k = span_length(text + start, n, unspellable, arg);
         if (k) {
             dmt_passthrough_span *s = &p->spans[p->n_spans++];
             s->start = start;

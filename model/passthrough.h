@@ -1,5 +1,5 @@
-/* passthrough.h — URLs, e-mail addresses and emoji kept out of the model and put
- * back into its translation (passthrough.c).
+/* passthrough.h — URLs, e-mail addresses, emoji and words the model cannot spell
+ * kept out of the model and put back into its translation (passthrough.c).
  *
  * A small translation model mangles what it should copy: "https://example.com/a?b=1"
  * comes out as pieces of German. With config.json's "decoding": {"pass_through":
@@ -13,6 +13,13 @@
  * (without opening brackets and quotes, and closing ones and .,;:!? at its end) is
  * a URL, an address or emoji (pictographs, with their joiners and modifiers); the word's trailing .,;:!? stays in the sentence, glued to
  * the word before. A sentence that is nothing but spans is given back as it is.
+ *
+ * With an unspellable test (dmt_passthrough_find_with; translate.c gives one from
+ * the vocabulary), a word in a script the model cannot spell is a span too: an
+ * Arabic, Hebrew, Greek or Chinese word reaches a model of Latin-script languages
+ * as byte-fallback pieces it has hardly seen, and comes out as invented words
+ * ("مرحبا بالعالم." had given "eigenousousousia-Stänisse eigendiges ..."); kept
+ * out, it is copied, and a sentence of nothing else comes back as it was.
  *
  * Words are counted as everywhere in the translation layer: whitespace-separated.
  */
@@ -43,6 +50,15 @@ typedef struct {
  * n_kept 0 and stripped "" when nothing but spans and punctuation is left), 0 when
  * none (p left empty), -1 when out of memory. text need not be NUL-terminated. */
 int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p);
+
+/* Whether word[0..len) (a word's core, valid UTF-8, with a character outside
+ * ASCII) is one the model cannot spell. */
+typedef int (*dmt_passthrough_unspellable)(void *arg, const char *word, size_t len);
+
+/* dmt_passthrough_find, with the words unspellable(arg, ...) says the model cannot
+ * spell as spans too (NULL: none). */
+int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unspellable unspellable, void *arg,
+                              dmt_passthrough *p);
 
 /* tr (a translation of p->stripped) with p's spans put back: pairs are n_pairs
  * (stripped word, tr word) alignment pairs in target order (NULL: placed by

@@ -9,7 +9,8 @@
  * sentence typed in capitals is tokenized in sentence case and its translations are
  * given back in capitals (dmt_translate_output.all_caps).
  *
- * URLs, e-mail addresses and emoji (model/passthrough.h): with decoding.pass_through, they
+ * URLs, e-mail addresses, emoji and words the vocabulary cannot spell
+ * (model/passthrough.h, unspellable below): with decoding.pass_through, they
  * are taken out of the sentence before everything else (so an ALL-CAPS sentence
  * with a lower-case URL is still ALL-CAPS, and the URL keeps its case), and put
  * back into each translation after casing, the best one by the word alignment.
@@ -40,6 +41,40 @@ static int known_piece(void *arg, const char *word, size_t len) {
     return dmt_tokenizer_piece_to_id(((const dmt_model *)arg)->tokenizer, piece) >= 0;
 }
 
+/* dmt_passthrough's test for a word the model cannot spell: a character of it is
+ * one the vocabulary never learnt, and comes out as byte-fallback pieces ("<0xD9>")
+ * or unk. The model has hardly seen those and answers with invented words, for a
+ * whole script it was not trained on (Arabic, Hebrew, Greek, Chinese for the
+ * default model's Latin-script languages) and for a name with one such letter
+ * alike ("Łódź" had given "eigenód-Geschäftig"); copied, the word stays right. */
+static int unspellable(void *arg, const char *word, size_t len) {
+    const dmt_model *m = arg;
+    /* a word of nothing but General Punctuation (a "―" between words) is left to
+     * the model, which copies a lone dash as well as the span rule would place it */
+    int punctuation = 1;
+    for (size_t i = 0; i < len && punctuation; i++) {
+        const unsigned char *c = (const unsigned char *)word + i;
+        punctuation = i + 2 < len + 0 && c[0] == 0xE2 && (c[1] == 0x80 || c[1] == 0x81);
+        if (punctuation) i += 2;
+    }
+    if (punctuation) return 0;
+    int32_t *ids = malloc((len + 2) * sizeof *ids); /* a piece holds at least a byte, and the word's ▁ */
+    char err[160];
+    if (!ids) return 0;
+    int n = dmt_tokenizer_encode(m->tokenizer, word, len, ids, (int)len + 2, err, sizeof err), unknown = 0;
+    for (int t = 0; t < n && !unknown; t++) {
+        const char *piece = dmt_tokenizer_id_to_piece(m->tokenizer, ids[t]);
+        unknown = ids[t] == m->cfg.unk_id || (piece && strlen(piece) == 6 && !strncmp(piece, "<0x", 3) && piece[5] == '>');
+    }
+    free(ids);
+    return unknown;
+}
+
+/* The sentence's spans (model/passthrough.h), with the vocabulary's test. */
+static int find_spans(const dmt_model *m, const char *text, size_t len, dmt_passthrough *p) {
+    return dmt_passthrough_find_with(text, len, m->tokenizer ? unspellable : NULL, (void *)m, p);
+}
+
 static char *shouted_to_cased(const dmt_model *m, const char *text, size_t len, size_t *out_len) {
     return dmt_casing_true_case(text, len, out_len, m->tokenizer ? known_piece : NULL, (void *)m);
 }
@@ -47,7 +82,7 @@ static char *shouted_to_cased(const dmt_model *m, const char *text, size_t len, 
 int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len) {
     char *cased = NULL, err[256];
     dmt_passthrough pass;
-    int spans = m->cfg.decoding.pass_through ? dmt_passthrough_find(text, len, &pass) : 0;
+    int spans = m->cfg.decoding.pass_through ? find_spans(m, text, len, &pass) : 0;
     if (spans < 0) return -1;
     if (spans) {
         text = pass.stripped;
@@ -196,7 +231,7 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
     o->pass = NULL;
     if (m->cfg.decoding.pass_through) {
         dmt_passthrough found;
-        int spans = dmt_passthrough_find(text, len, &found);
+        int spans = find_spans(m, text, len, &found);
         if (spans > 0 && !(o->pass = malloc(sizeof *o->pass))) dmt_passthrough_clear(&found);
         if (spans < 0 || (spans > 0 && !o->pass)) {
             snprintf(o->error, sizeof o->error, "out of memory");

@@ -9,6 +9,19 @@
 
 static int find(const char *text, dmt_passthrough *p) { return dmt_passthrough_find(text, strlen(text), p); }
 
+/* a stand-in for the vocabulary's test: words with a Cyrillic zhe (U+0436) cannot be
+ * spelt; counts its calls in *arg */
+static int has_zhe(void *arg, const char *word, size_t len) {
+    ++*(int *)arg;
+    for (size_t i = 0; i + 1 < len; i++)
+        if ((unsigned char)word[i] == 0xD0 && (unsigned char)word[i + 1] == 0xB6) return 1;
+    return 0;
+}
+
+static int find_with(const char *text, int *calls, dmt_passthrough *p) {
+    return dmt_passthrough_find_with(text, strlen(text), has_zhe, calls, p);
+}
+
 /* restore tr with pairs ("s t s t ..." as an int list, n pairs) and compare */
 static int restores_to(const char *text, const char *tr, const int *pairs, int n_pairs, const char *want,
                        const int *want_pairs, int n_want) {
@@ -142,6 +155,31 @@ int main(void) {
         CHECK(restores_to("  Visit   https://x.org  now ", "Besuchen  jetzt ", pairs, 2, "Besuchen https://x.org  jetzt ",
                           NULL, 0),
               "the translation's own spacing is kept");
+    }
+    /* --- words the model cannot spell (the caller's test) ---------------------- */
+    {
+        CHECK(find("He said \xD0\xB6\xD1\x83\xD0\xBA to me.", &p) == 0,
+              "without a test, a word in another script is no span");
+        dmt_passthrough_clear(&p);
+        int calls = 0;
+        CHECK(find_with("He said \xD0\xB6\xD1\x83\xD0\xBA to me.", &calls, &p) == 1 &&
+                  p.n_spans == 1 && !strcmp(p.stripped, "He said to me.") && p.spans[0].prev == 1 &&
+                  p.spans[0].len == 6,
+              "with one, a word it calls unspellable is taken out (2-byte characters: past the quick look)",
+              "'%s' %d", p.stripped, p.n_spans);
+        CHECK(calls == 1, "the test is asked about words with a character outside ASCII only", "%d calls", calls);
+        dmt_passthrough_clear(&p);
+        calls = 0;
+        CHECK(find_with("Caf\xC3\xA9 and tea, \xC2\xAB\xD0\xB6\xD1\x83\xD0\xBA\xC2\xBB.", &calls, &p) == 1 &&
+                  !strcmp(p.stripped, "Caf\xC3\xA9 and tea,.") && calls == 2,
+              "quotes around it go with it, its full stop stays; a word it does not call unspellable stays",
+              "'%s' %d calls", p.stripped, calls);
+        dmt_passthrough_clear(&p);
+        calls = 0;
+        CHECK(find_with("\xD0\xB6\xD1\x83\xD0\xBA \xD0\xB6\xD0\xB0.", &calls, &p) == 1 &&
+                  p.n_spans == 2 && p.n_kept == 0 && !strcmp(p.stripped, ""),
+              "a sentence of nothing else: nothing to translate (it comes back as it was)", "'%s'", p.stripped);
+        dmt_passthrough_clear(&p);
     }
     return check_done();
 }

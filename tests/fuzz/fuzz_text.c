@@ -16,7 +16,8 @@
  *      ids in range and refuses the others.
  *   5. dmt_sentence_chunks over each sentence with a limit of a few bytes: chunks
  *      fit, are trimmed, in order, and only whitespace lies between them.
- *   6. dmt_passthrough (model/passthrough.h) over the whole input: spans lie inside
+ *   6. dmt_passthrough (model/passthrough.h) over the whole input, without and with
+ *      an unspellable test (a stand-in: words with a byte from 0xD0 up): spans lie inside
  *      it, in order, valid UTF-8; the stripped sentence is no longer and has n_kept
  *      words; put back into the stripped sentence itself (an identity "translation")
  *      with the identity alignment, with none and with pairs made of input bytes
@@ -263,10 +264,18 @@ static int words_of(const char *s, size_t n) {
     return w;
 }
 
-static void check_passthrough(const uint8_t *data, size_t size) {
+/* a stand-in for the vocabulary's unspellable test: a word with a byte from 0xD0 up */
+static int unspellable_test(void *arg, const char *word, size_t len) {
+    (void)arg;
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)word[i] >= 0xD0) return 1;
+    return 0;
+}
+
+static void check_passthrough(const uint8_t *data, size_t size, int with_test) {
     const char *text = (const char *)data;
     dmt_passthrough p;
-    int r = dmt_passthrough_find(text, size, &p);
+    int r = dmt_passthrough_find_with(text, size, with_test ? unspellable_test : NULL, NULL, &p);
     REQUIRE(r >= 0, "out of memory");
     if (r == 0) {
         REQUIRE(p.n_spans == 0 && !p.stripped, "no span, yet filled");
@@ -325,6 +334,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (n > 0) check_detect(&detect_cfg, data, spans, n < MAX_SPANS ? n : MAX_SPANS);
     for (int i = 0; i < n && i < 8 && i < MAX_SPANS; i++) check_chunks(data, size, &spans[i]);
     check_tokenizer(tokenizers[size % 3 == 2], data, size, ids);
-    check_passthrough(data, size);
+    check_passthrough(data, size, 0);
+    check_passthrough(data, size, 1);
     return 0;
 }

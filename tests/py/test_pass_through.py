@@ -9,7 +9,11 @@ put back into its translation:
 - the rest of the output is exactly the translation of the sentence without them
   (the model never saw them);
 - the server's word alignment counts the span as a word of both sides;
-- a line that is nothing but a URL comes back as it is.
+- a line that is nothing but a URL comes back as it is;
+- a word the vocabulary cannot spell (a character of it only as byte-fallback
+  pieces: Arabic, Hebrew, Greek, Chinese, a name like Łódź) is a span too: it comes
+  out once, as it was, the rest being the translation without it, and a sentence in
+  such a script comes back as it is.
 With pass_through false the same lines reach the model, which mangles some of the
 spans (so the rule is what keeps them). A value that is not a boolean is refused at
 load, naming the key.
@@ -68,6 +72,24 @@ def main():
         rc, got, err = translate_lines(binary, on, ["https://example.com/only", "  www.example.org.  "])
         tap.ok(rc == 0 and got == ["https://example.com/only", "  www.example.org.  "],
                "a line of nothing but a URL comes back as it is", detail=f"{got} {err[-300:]}")
+        foreign = ["\u0645\u0631\u062d\u0628\u0627", "\u05e9\u05dc\u05d5\u05dd", "\u0393\u03b5\u03b9\u03ac",
+                   "\u4e2d\u6587", "\u0141\u00f3d\u017a"]
+        flines = [with_span(x, w, 2 * i + 1) for i, (x, w) in enumerate(zip(PLAIN, foreign))]
+        rc, got, err = translate_lines(binary, on, flines)
+        kept = sum(g.count(w) == 1 for g, w in zip(got, foreign))
+        same = sum(without(g, w) == " ".join(x.split()) for g, w, x in zip(got, foreign, plain))
+        tap.ok(rc == 0 and kept == len(foreign) and same == len(foreign),
+               f"words the vocabulary cannot spell come out once, as they were ({kept}/{len(foreign)}), the rest "
+               f"is the translation without them ({same}/{len(foreign)})",
+               detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(flines, got)) + err[-300:])
+        whole = ["\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645.",
+                 "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd", "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3002"]
+        rc, got, err = translate_lines(binary, on, whole)
+        tap.ok(rc == 0 and got == whole, "a sentence in a script the model cannot spell comes back as it is",
+               detail=f"{got} {err[-300:]}")
+        rc, got_off, err = translate_lines(binary, off, whole)
+        tap.ok(rc == 0 and sum(g != w for g, w in zip(got_off, whole)) >= 2,
+               "pass_through false: the model itself invents words for them", detail=f"{got_off}")
         rc, got_off, err = translate_lines(binary, off, lines)
         mangled = sum(g.count(x) != 1 for g, x in zip(got_off, SPANS))
         tap.ok(rc == 0 and mangled >= 1, f"pass_through false: the model itself mangles {mangled}/{len(lines)} spans",
