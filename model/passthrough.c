@@ -263,11 +263,11 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         o += i - gap;
         size_t start = i;
         while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
-        for (int k = 0; k < p->n_spans; k++) /* spans before this word */
+        for (int k = 0; k < p->n_spans; k++) /* spans before this word ("Łódź, ..." keeps its comma on it) */
             if (!at[k].after && at[k].t == t) {
                 memcpy(out + o, p->original + p->spans[k].start, p->spans[k].len);
                 o += p->spans[k].len;
-                out[o++] = ' ';
+                if (tr[start] != ',' && tr[start] != '.') out[o++] = ' ';
                 span_t[k] = w++;
             }
         size_t end = i, body = i;
@@ -275,7 +275,17 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         for (int k = 0; k < p->n_spans; k++) split |= at[k].after && at[k].t == t && at[k].split;
         if (split)
             while (body > start && is_trailing((unsigned char)tr[body - 1])) body--;
-        if (body == start) body = end, split = 0; /* all punctuation: the span goes after it */
+        if (body == start) { /* all punctuation ("Visitez !"): the spans glued before it go before the word */
+            for (int k = 0; split && k < p->n_spans; k++)
+                if (at[k].after && at[k].t == t && at[k].split) {
+                    memcpy(out + o, p->original + p->spans[k].start, p->spans[k].len);
+                    o += p->spans[k].len;
+                    out[o++] = ' ';
+                    span_t[k] = w++;
+                    at[k].t = -1; /* written */
+                }
+            body = end, split = 0;
+        }
         memcpy(out + o, tr + start, (split ? body : end) - start);
         o += (split ? body : end) - start;
         new_t[t] = w++;

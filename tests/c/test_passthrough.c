@@ -148,6 +148,17 @@ int main(void) {
                           "Skura hat bei einen neuen Hund gekauft www.dogs.cz.", NULL, 0),
               "... before the final full stop when the source had it so");
     }
+    {   /* French puts a space before ! ? ; : so the last target word is the mark alone */
+        static const int pairs[] = {0, 0, 0, 1};
+        CHECK(restores_to("Visit https://x.org!", "Visitez !", pairs, 2, "Visitez https://x.org !", NULL, 0),
+              "a span glued to the final mark goes before it when the translation writes the mark apart");
+    }
+    {   /* a first span's comma stays in the sentence, and on the span again in the translation */
+        static const int pairs[] = {0, 0, 1, 1, 2, 2};
+        CHECK(restores_to("https://x.org, the site, is down", ", le site, est en panne", pairs, 3,
+                          "https://x.org, le site, est en panne", NULL, 0),
+              "no space between a span and the comma that followed it");
+    }
     CHECK(restores_to("end@dot.com.", "", NULL, 0, "end@dot.com.", NULL, 0),
           "nothing to translate: the sentence comes back as it was");
     {
