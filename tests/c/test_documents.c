@@ -97,6 +97,20 @@ static int read_runs(const char *path, char runs[8][128], int *n_runs) {
     return n;
 }
 
+/* Writes d's only text translated as tr (with the alignment pairs, or none) to a new
+ * temporary file named from the template out. 0, or -1 with a message in err. */
+static int write_translation(dmt_doc *d, const char *tr, const int *pairs, int n_pairs, char *out, char *err,
+                             size_t errlen) {
+    int fd = mkstemp(out);
+    if (fd < 0) return -1;
+    close(fd);
+    const char *trs[1] = {tr};
+    size_t tls[1] = {strlen(tr)};
+    const int *ps[1] = {pairs};
+    int nps[1] = {n_pairs};
+    return dmt_doc_write_aligned(d, trs, tls, pairs ? ps : NULL, pairs ? nps : NULL, out, err, errlen);
+}
+
 /* Translates the three-run paragraph pre|bold|post into tr with the alignment
  * pairs (source word, target word), and reads the runs back. */
 static int translate_runs(const char *pre, const char *bold, const char *post, const char *tr, const int *pairs,
@@ -112,13 +126,7 @@ static int translate_runs(const char *pre, const char *bold, const char *post, c
         return -1;
     }
     char out[] = "/tmp/deepmt-test-docx-out-XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
-    const char *trs[1] = {tr};
-    size_t tls[1] = {strlen(tr)};
-    const int *ps[1] = {pairs};
-    int nps[1] = {n_pairs};
-    int rc = fd < 0 ? -1 : dmt_doc_write_aligned(d, trs, tls, pairs ? ps : NULL, pairs ? nps : NULL, out, err, sizeof err);
+    int rc = write_translation(d, tr, pairs, n_pairs, out, err, sizeof err);
     int n = rc == 0 ? read_runs(out, runs, n_runs) : -1;
     if (rc) printf("# write: %s\n", err);
     unlink(out);
@@ -145,13 +153,7 @@ static int srt_roundtrip(const char *text, const char *tr, const int *pairs, int
     const char *t = dmt_doc_text(d, 0, &l);
     snprintf(seen, cap, "%.*s", (int)l, t);
     char out[] = "/tmp/deepmt-test-srt-out-XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
-    const char *trs[1] = {tr};
-    size_t tls[1] = {strlen(tr)};
-    const int *ps[1] = {pairs};
-    int nps[1] = {n_pairs};
-    int rc = fd < 0 ? -1 : dmt_doc_write_aligned(d, trs, tls, pairs ? ps : NULL, pairs ? nps : NULL, out, err, sizeof err);
+    int rc = write_translation(d, tr, pairs, n_pairs, out, err, sizeof err);
     FILE *f = rc == 0 ? fopen(out, "rb") : NULL;
     char file[2048] = "";
     size_t n = f ? fread(file, 1, sizeof file - 1, f) : 0;
