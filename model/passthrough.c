@@ -263,12 +263,19 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         o += i - gap;
         size_t start = i;
         while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
-        for (int k = 0; k < p->n_spans; k++) /* spans before this word ("Łódź, ..." keeps its comma on it) */
+        int last_before = -1; /* spans before this word; the last one keeps a comma after it on it ("Łódź, ...") */
+        for (int k = 0; k < p->n_spans; k++)
+            if (!at[k].after && at[k].t == t) last_before = k;
+        for (int k = 0; k <= last_before; k++)
             if (!at[k].after && at[k].t == t) {
                 memcpy(out + o, p->original + p->spans[k].start, p->spans[k].len);
                 o += p->spans[k].len;
-                if (tr[start] != ',' && tr[start] != '.') out[o++] = ' ';
-                span_t[k] = w++;
+                if (k == last_before && (tr[start] == ',' || tr[start] == '.')) {
+                    span_t[k] = w; /* one output word with the word after it */
+                } else {
+                    out[o++] = ' ';
+                    span_t[k] = w++;
+                }
             }
         size_t end = i, body = i;
         int split = 0;
@@ -317,9 +324,12 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         }
         int *np = rows ? malloc((size_t)(n ? n : 1) * 2 * sizeof *np) : NULL;
         if (np) {
-            for (int q = 0; q < n; q++) np[2 * q] = rows[q].s, np[2 * q + 1] = rows[q].t;
+            int m = 0; /* a span and the comma it took share a word on both sides: one pair */
+            for (int q = 0; q < n; q++)
+                if (!m || np[2 * m - 2] != rows[q].s || np[2 * m - 1] != rows[q].t)
+                    np[2 * m] = rows[q].s, np[2 * m + 1] = rows[q].t, m++;
             *new_pairs = np;
-            *n_new = n;
+            *n_new = m;
         } else {
             rc = -1;
         }

@@ -158,6 +158,12 @@ int main(void) {
         CHECK(restores_to("https://x.org, the site, is down", ", le site, est en panne", pairs, 3,
                           "https://x.org, le site, est en panne", NULL, 0),
               "no space between a span and the comma that followed it");
+        /* two spans first, the comma on the second: "https://y.org," is one word of the output, its second,
+         * and the alignment pairs it once (the span and its comma are one source word too) */
+        static const int want[] = {0, 0, 1, 1, 2, 2, 3, 3};
+        CHECK(restores_to("https://x.org https://y.org, the site", ", le site", pairs, 3,
+                          "https://x.org https://y.org, le site", want, 4),
+              "two spans before a comma: only the last one takes it, and the word alignment stays inside the output");
     }
     CHECK(restores_to("end@dot.com.", "", NULL, 0, "end@dot.com.", NULL, 0),
           "nothing to translate: the sentence comes back as it was");
