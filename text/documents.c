@@ -114,6 +114,19 @@ static int check_text(const char *data, size_t len, char *err, size_t errlen) {
 
 static int assign_words(const piece *p, const char *tr, size_t tl, const int *pairs, int n_pairs, int **node_of);
 
+/* The bytes [*from, *to) of translation tr (tl bytes, nt words starting at ts) that
+ * assign_words gave node k, spaces after a word staying with it; *w, the first word
+ * not yet given, moves past them. 0 when k has none ([0, 0)). */
+static int node_bytes(const int *node_of, const size_t *ts, int nt, size_t tl, int k, int *w, size_t *from,
+                      size_t *to) {
+    *from = *to = 0;
+    if (*w >= nt || node_of[*w] != k) return 0;
+    *from = *w == 0 ? 0 : ts[*w];
+    while (*w < nt && node_of[*w] == k) ++*w;
+    *to = *w < nt ? ts[*w] : tl;
+    return 1;
+}
+
 #define SRT_MAX_MARK 256 /* bytes in one tag or override block */
 
 /* The length of the subtitle markup at s: a tag (<i>, </i>, <font color="#ff0">,
@@ -224,13 +237,8 @@ static void write_subtitle(const piece *p, const char *tr, size_t tl, const int 
         spaces = 0;
         if (k == nn) break;
         size_t from = 0, to = 0;
-        if (nt < 0) {
-            if (k == 0) to = tl;
-        } else if (w < nt && node_of[w] == k) {
-            from = w == 0 ? 0 : ts[w];
-            while (w < nt && node_of[w] == k) w++;
-            to = w < nt ? ts[w] : tl;
-        }
+        if (nt < 0) to = k == 0 ? tl : 0;
+        else node_bytes(node_of, ts, nt, tl, k, &w, &from, &to);
         size_t t = to;
         while (t > from && (tr[t - 1] == ' ' || tr[t - 1] == '\t')) t--;
         size_t next_at = p->src_at[k] + (p->node_at[k + 1] - p->node_at[k]); /* mark k + 1 */
@@ -727,10 +735,8 @@ static void put_translation(dmt_doc *d, piece *p, const char *tr, size_t tl, con
     }
     dmt_word_bounds(tr, tl, ts, NULL);
     for (int k = 0, w = 0; k < p->n_nodes; k++) {
-        size_t from = w < nt && node_of[w] == k ? (w == 0 ? 0 : ts[w]) : 0, to = from;
-        int has = w < nt && node_of[w] == k;
-        while (w < nt && node_of[w] == k) w++;
-        if (has) to = w < nt ? ts[w] : tl;
+        size_t from, to;
+        int has = node_bytes(node_of, ts, nt, tl, k, &w, &from, &to);
         xmlNodeSetContentLen(p->nodes[k], (const xmlChar *)(has ? tr + from : ""), has ? (int)(to - from) : 0);
         if (d->kind == DMT_DOC_DOCX && has) xmlNodeSetSpacePreserve(p->nodes[k]->parent, 1);
     }
