@@ -28,6 +28,7 @@
 #include "model/gemm.h"
 #include "model/kernels/kernels.h"
 #include "model/safetensors.h"
+#include "model/scripts.h"
 #include "model/shortlist.h"
 #include "tokenizer/tokenizer.h"
 
@@ -502,6 +503,22 @@ static int build_digit_table(dmt_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* decoding.pass_through: the printable ASCII characters the vocabulary lacks, and
+ * the scripts of the model's languages (0 when one is not known). */
+static void build_spelling(dmt_model *m) {
+    for (int c = 0x21; c < 0x7F; c++) {
+        char one = (char)c;
+        m->missing_ascii[c] = dmt_tokenizer_spells(m->tokenizer, &one, 1) == 0;
+    }
+    uint64_t all = 0;
+    for (int i = 0; i < m->cfg.n_languages; i++) {
+        uint64_t s = dmt_language_scripts(m->cfg.languages[i].code);
+        if (!s) return;
+        all |= s;
+    }
+    m->scripts = all;
+}
+
 static int check_languages(dmt_model *m, char *err, size_t errlen) {
     for (int i = 0; i < m->cfg.n_languages; i++) {
         const dmt_language *l = &m->cfg.languages[i];
@@ -626,6 +643,7 @@ dmt_model *dmt_model_load(const char *dir, dmt_load_options opts, char *err, siz
         if (!(m->tokenizer = dmt_tokenizer_load(dir, m->cfg.vocab_size, m->cfg.unk_id, err, errlen))) goto fail;
         if (check_languages(m, err, errlen)) goto fail;
         if (m->cfg.decoding.copy_numbers && build_digit_table(m, err, errlen)) goto fail;
+        if (m->cfg.decoding.pass_through) build_spelling(m);
     }
     if (!opts.no_shortlist && load_shortlist(m, dir, err, errlen)) goto fail;
     return m;

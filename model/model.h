@@ -9,6 +9,7 @@
 #define DEEPMT_MODEL_MODEL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/config.h"
 
@@ -86,6 +87,11 @@ typedef struct dmt_model {
                                             any other; NULL unless decoding.copy_numbers (beam.h) */
     const int *digit_ids;                /* [n_digit_ids] the pieces with digit_of >= 0 */
     int n_digit_ids;
+    /* decoding.pass_through (model/passthrough.h): what the model cannot spell */
+    unsigned char missing_ascii[128];    /* 1: a printable ASCII character the vocabulary spells only as
+                                            byte fallback or unk ('<' in the default model's) */
+    uint64_t scripts;                    /* the scripts (model/scripts.h) its languages are written in; 0: a
+                                            language whose script is not known, and no script test */
     struct dmt_shortlist *shortlist;     /* MODEL_DIR/shortlist.bin (model/shortlist.h); NULL when the
                                             directory has none or the load options turn it off */
     /* load bookkeeping */

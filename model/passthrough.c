@@ -84,21 +84,32 @@ static int is_emoji_word(const char *w, size_t n) {
     return pictographs > 0;
 }
 
+/* Whether s[0..n) is nothing but ASCII symbols and punctuation ("<", "<=", "->"). */
+static int is_symbols(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] >= 0x80 || is_alnum((unsigned char)s[i])) return 0;
+    return n > 0;
+}
+
 /* The length of word w[0..n) that is a span (its trailing .,;:!? left out), or 0. */
-static size_t span_length(const char *w, size_t n, dmt_passthrough_unspellable unspellable, void *arg) {
+static size_t span_length(const char *w, size_t n, const dmt_passthrough_spelling *spelling) {
     size_t end = n;
     while (end > 0 && is_trailing((unsigned char)w[end - 1])) end--;
+    /* copied into the translation byte for byte: only valid UTF-8 (the tokenizer
+     * refuses the sentence otherwise, as it would without this rule) */
+    if (end == 0 || !dmt_utf8_validate(w, end, NULL)) return 0;
+    /* a character the vocabulary lacks, brackets included ("<" alone is a word) */
+    for (size_t i = 0; spelling && spelling->missing_ascii && i < end; i++)
+        if ((unsigned char)w[i] < 0x80 && spelling->missing_ascii[(unsigned char)w[i]]) return end;
     size_t a = 0, b = end;
     while (a < b && w[a] && strchr("([{<\"'", w[a])) a++;
     while (b > a && w[b - 1] && (strchr(")]}>\"'", w[b - 1]) || is_trailing((unsigned char)w[b - 1]))) b--;
     if (b == a) return 0;
-    /* copied into the translation byte for byte: only valid UTF-8 (the tokenizer
-     * refuses the sentence otherwise, as it would without this rule) */
-    if (!dmt_utf8_validate(w, end, NULL)) return 0;
     if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a)) return end;
-    int wide = 0; /* only a word with a character outside ASCII can be one the model cannot spell */
+    if (!spelling) return 0;
+    int wide = 0; /* only a word with a character outside ASCII can be one the model cannot spell otherwise */
     for (size_t i = a; i < b && !wide; i++) wide = (unsigned char)w[i] >= 0x80;
-    return wide && unspellable && unspellable(arg, w + a, b - a) ? end : 0;
+    return wide && spelling->unspellable && spelling->unspellable(spelling->arg, w + a, b - a) ? end : 0;
 }
 
 void dmt_passthrough_clear(dmt_passthrough *p) {
@@ -111,18 +122,23 @@ void dmt_passthrough_clear(dmt_passthrough *p) {
 }
 
 int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p) {
-    return dmt_passthrough_find_with(text, len, NULL, NULL, p);
+    return dmt_passthrough_find_with(text, len, NULL, p);
 }
 
-int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unspellable unspellable, void *arg,
+int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthrough_spelling *spelling,
                               dmt_passthrough *p) {
     memset(p, 0, sizeof *p);
     /* a quick look first: most sentences have neither '@' nor "://" nor "www." nor
      * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live), nor, with an
-     * unspellable test, any character outside ASCII */
+     * unspellable test, any character outside ASCII, nor an ASCII character the
+     * vocabulary lacks */
     int maybe = memchr(text, '@', len) != NULL;
-    unsigned char wide = unspellable ? 0xC0 : 0xE2;
-    for (size_t i = 0; !maybe && i < len; i++) maybe = (unsigned char)text[i] >= wide;
+    const unsigned char *missing = spelling ? spelling->missing_ascii : NULL;
+    unsigned char wide = spelling && spelling->unspellable ? 0xC0 : 0xE2;
+    for (size_t i = 0; !maybe && i < len; i++) {
+        unsigned char c = (unsigned char)text[i];
+        maybe = c >= wide || (missing && c < 0x80 && missing[c]);
+    }
     for (size_t i = 0; !maybe && i + 3 <= len; i++)
         maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||
                 has_prefix(text + i, len - i, "mailto:");
@@ -143,7 +159,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unsp
         if (is_space((unsigned char)text[i])) { i++; continue; }
         size_t start = i;
         while (i < len && !is_space((unsigned char)text[i])) i++;
-        size_t n = i - start, k = span_length(text + start, n, unspellable, arg);
+        size_t n = i - start, k = span_length(text + start, n, spelling);
         if (k) {
             dmt_passthrough_span *s = &p->spans[p->n_spans++];
             s->start = start;
@@ -151,6 +167,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unsp
             s->word = word;
             s->prev = p->n_kept - 1;
             s->glued = k < n && p->n_kept > 0;
+            s->number_start = s->number_len = 0;
             if (k < n) { /* its trailing punctuation stays: on the word before, or alone */
                 if (!s->glued) {
                     if (out) p->stripped[out++] = ' ';
@@ -164,6 +181,15 @@ int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unsp
             memcpy(p->stripped + out, text + start, n);
             out += n;
             p->kept_word[p->n_kept++] = word;
+            dmt_passthrough_span *before = p->n_spans ? &p->spans[p->n_spans - 1] : NULL;
+            if (before && before->word == word - 1 && text[start] >= '0' && text[start] <= '9' &&
+                is_symbols(text + before->start, before->len) && is_space((unsigned char)text[before->start + before->len]))
+            { /* "x < 3": the symbol goes with the number */
+                before->number_start = start;
+                while (start + before->number_len < i && text[start + before->number_len] >= '0' &&
+                       text[start + before->number_len] <= '9')
+                    before->number_len++;
+            }
         }
         word++;
     }
@@ -176,7 +202,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unsp
     if (!content) { /* nothing but spans and punctuation: given back as it is */
         out = 0;
         p->n_kept = 0;
-        for (int k = 0; k < p->n_spans; k++) p->spans[k].prev = -1, p->spans[k].glued = 0;
+        for (int k = 0; k < p->n_spans; k++) p->spans[k].prev = -1, p->spans[k].glued = 0, p->spans[k].number_len = 0;
     }
     p->stripped[out] = 0;
     p->stripped_len = out;
@@ -196,12 +222,29 @@ typedef struct {
     int t, after, split;
 } place;
 
-static place place_span(const dmt_passthrough *p, const dmt_passthrough_span *s, const int *pairs, int n_pairs,
-                        int nt) {
+static place place_span(const dmt_passthrough *p, const dmt_passthrough_span *s, const char *tr, size_t tr_len,
+                        const int *pairs, int n_pairs, int nt) {
     place at = {0, 0, 0};
     if (s->prev < 0) return at; /* first: before the first word */
     if (s->prev == p->n_kept - 1) return (place){nt - 1, 1, s->glued}; /* last: after the last word */
     int found = -1;
+    if (s->number_len) { /* before the number's copy, the first one with exactly its digits */
+        const char *digits = p->original + s->number_start;
+        size_t i = 0;
+        for (int w = 0; w < nt; w++) {
+            while (i < tr_len && is_space((unsigned char)tr[i])) i++;
+            size_t k = 0;
+            while (k < s->number_len && i + k < tr_len && tr[i + k] == digits[k]) k++;
+            if (k == s->number_len && !(i + k < tr_len && tr[i + k] >= '0' && tr[i + k] <= '9'))
+                return (place){w, 0, 0};
+            while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
+        }
+        for (int q = 0; pairs && q < n_pairs; q++) /* else the first target word aligned to it */
+            if (pairs[2 * q] == s->prev + 1 && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt &&
+                (found < 0 || pairs[2 * q + 1] < found))
+                found = pairs[2 * q + 1];
+        if (found >= 0) return (place){found, 0, 0};
+    }
     for (int q = 0; pairs && q < n_pairs; q++) /* (found starts at -1: only targets >= 0 count) */
         if (pairs[2 * q] == s->prev && pairs[2 * q + 1] < nt && pairs[2 * q + 1] > found) found = pairs[2 * q + 1];
     if (found >= 0) return (place){found, 1, s->glued};
@@ -248,7 +291,7 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         free(out); free(at); free(new_t); free(span_t);
         return NULL;
     }
-    for (int i = 0; i < p->n_spans; i++) at[i] = place_span(p, &p->spans[i], pairs, n_pairs, nt);
+    for (int i = 0; i < p->n_spans; i++) at[i] = place_span(p, &p->spans[i], tr, tr_len, pairs, n_pairs, nt);
     size_t o = 0, i = 0;
     int t = 0, w = 0; /* target word, output word */
     while (i < tr_len) {

@@ -6,6 +6,7 @@
  * true}, a sentence's URLs (http://, https://, ftp://, mailto:, www.), e-mail
  * addresses and words of nothing but emoji are taken out before tokenization, the rest is translated, and each one is put
  * back, byte for byte, after the target word aligned to the source word before it
+ * (ASCII symbols right before a number, "x < 3": before the number in the translation)
  * (model/translate.h's word alignment), before that word's closing punctuation
  * where the source had the span right before its own. A span that starts the
  * sentence starts the translation; one that ends it ends it ("Visit https://x.org."
@@ -14,12 +15,17 @@
  * a URL, an address or emoji (pictographs, with their joiners and modifiers); the word's trailing .,;:!? stays in the sentence, glued to
  * the word before. A sentence that is nothing but spans is given back as it is.
  *
- * With an unspellable test (dmt_passthrough_find_with; translate.c gives one from
- * the vocabulary), a word in a script the model cannot spell is a span too: an
- * Arabic, Hebrew, Greek or Chinese word reaches a model of Latin-script languages
- * as byte-fallback pieces it has hardly seen, and comes out as invented words
- * ("مرحبا بالعالم." had given "eigenousousousia-Stänisse eigendiges ..."); kept
- * out, it is copied, and a sentence of nothing else comes back as it was.
+ * With the model's spelling (dmt_passthrough_find_with; translate.c gives it from
+ * the vocabulary and the model's languages), a word the model cannot spell is a
+ * span too:
+ * - one with an ASCII character the vocabulary lacks (the default model drops
+ *   '<': "x < 3" had given "x 3");
+ * - one in a script the model cannot spell or was not trained on: an Arabic,
+ *   Hebrew, Greek or Chinese word reaches a model of Latin-script languages as
+ *   byte-fallback pieces it has hardly seen, and a Russian one as letters it saw
+ *   in a few stray lines; both come out as invented words ("مرحبا بالعالم." had
+ *   given "eigenousousousia-Stänisse eigendiges ..."). Kept out, the word is
+ *   copied, and a sentence of nothing else comes back as it was.
  *
  * Words are counted as everywhere in the translation layer: whitespace-separated.
  */
@@ -33,6 +39,10 @@ typedef struct {
     int prev;           /* the kept word before it, in the stripped sentence (-1: none) */
     int word;           /* its own word index in the original sentence */
     int glued;          /* punctuation after it was glued to the word before */
+    size_t number_start, number_len; /* ASCII symbols right before a number ("x < 3"): the number's
+                           digits in the original; the span goes before their copy in the
+                           translation (numbers are copied), else before the number's
+                           aligned target word (number_len 0: not such a span) */
 } dmt_passthrough_span;
 
 typedef struct {
@@ -55,9 +65,18 @@ int dmt_passthrough_find(const char *text, size_t len, dmt_passthrough *p);
  * ASCII) is one the model cannot spell. */
 typedef int (*dmt_passthrough_unspellable)(void *arg, const char *word, size_t len);
 
-/* dmt_passthrough_find, with the words unspellable(arg, ...) says the model cannot
- * spell as spans too (NULL: none). */
-int dmt_passthrough_find_with(const char *text, size_t len, dmt_passthrough_unspellable unspellable, void *arg,
+/* What a model can spell. */
+typedef struct {
+    const unsigned char *missing_ascii;      /* [128] 1: an ASCII character the vocabulary lacks; a word
+                                                with one is a span (NULL: none) */
+    dmt_passthrough_unspellable unspellable; /* asked about each word with a character outside ASCII
+                                                (NULL: none is a span for that) */
+    void *arg;                               /* unspellable's first argument */
+} dmt_passthrough_spelling;
+
+/* dmt_passthrough_find, with the words the model cannot spell as spans too
+ * (spelling NULL: none). */
+int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthrough_spelling *spelling,
                               dmt_passthrough *p);
 
 /* tr (a translation of p->stripped) with p's spans put back: pairs are n_pairs

@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "model/casing.h"
+#include "model/scripts.h"
 #include "tokenizer/tokenizer.h"
 
 int dmt_translate_max_source_tokens(const dmt_model *m) { return m->cfg.max_positions - 1; }
@@ -41,14 +42,19 @@ static int known_piece(void *arg, const char *word, size_t len) {
     return dmt_tokenizer_piece_to_id(((const dmt_model *)arg)->tokenizer, piece) >= 0;
 }
 
-/* dmt_passthrough's test for a word the model cannot spell: a character of it is
- * one the vocabulary never learnt, and comes out as byte-fallback pieces ("<0xD9>")
- * or unk. The model has hardly seen those and answers with invented words, for a
- * whole script it was not trained on (Arabic, Hebrew, Greek, Chinese for the
- * default model's Latin-script languages) and for a name with one such letter
- * alike ("Łódź" had given "eigenód-Geschäftig"); copied, the word stays right. */
+/* dmt_passthrough's test for a word the model cannot spell:
+ * - a letter of it is in a script none of the model's languages is written in
+ *   (m->scripts): the default model's vocabulary has every Cyrillic letter, from a
+ *   few stray lines, and Russian came out as invented German;
+ * - or a character of it is one the vocabulary never learnt, and comes out as
+ *   byte-fallback pieces ("<0xD9>") or unk. The model has hardly seen those and
+ *   answers with invented words, for a whole script (Arabic, Hebrew, Greek,
+ *   Chinese) and for a name with one such letter alike ("Łódź" had given
+ *   "eigenód-Geschäftig").
+ * Copied, the word stays right. */
 static int unspellable(void *arg, const char *word, size_t len) {
     const dmt_model *m = arg;
+    if (m->scripts && dmt_scripts_foreign_letter(word, len, m->scripts)) return 1;
     /* a word of nothing but General Punctuation (a "―" between words) is left to
      * the model, which copies a lone dash as well as the span rule would place it */
     int punctuation = 1;
@@ -57,22 +63,14 @@ static int unspellable(void *arg, const char *word, size_t len) {
         punctuation = i + 2 < len + 0 && c[0] == 0xE2 && (c[1] == 0x80 || c[1] == 0x81);
         if (punctuation) i += 2;
     }
-    if (punctuation) return 0;
-    int32_t *ids = malloc((len + 2) * sizeof *ids); /* a piece holds at least a byte, and the word's ▁ */
-    char err[160];
-    if (!ids) return 0;
-    int n = dmt_tokenizer_encode(m->tokenizer, word, len, ids, (int)len + 2, err, sizeof err), unknown = 0;
-    for (int t = 0; t < n && !unknown; t++) {
-        const char *piece = dmt_tokenizer_id_to_piece(m->tokenizer, ids[t]);
-        unknown = ids[t] == m->cfg.unk_id || (piece && strlen(piece) == 6 && !strncmp(piece, "<0x", 3) && piece[5] == '>');
-    }
-    free(ids);
-    return unknown;
+    return !punctuation && dmt_tokenizer_spells(m->tokenizer, word, len) == 0;
 }
 
-/* The sentence's spans (model/passthrough.h), with the vocabulary's test. */
+/* The sentence's spans (model/passthrough.h), with the vocabulary's tests. */
 static int find_spans(const dmt_model *m, const char *text, size_t len, dmt_passthrough *p) {
-    return dmt_passthrough_find_with(text, len, m->tokenizer ? unspellable : NULL, (void *)m, p);
+    if (!m->tokenizer) return dmt_passthrough_find(text, len, p);
+    dmt_passthrough_spelling spelling = {m->missing_ascii, unspellable, (void *)m};
+    return dmt_passthrough_find_with(text, len, &spelling, p);
 }
 
 static char *shouted_to_cased(const dmt_model *m, const char *text, size_t len, size_t *out_len) {

@@ -272,6 +272,20 @@ int dmt_tokenizer_decode(const dmt_tokenizer *tok, const int32_t *ids, int n, ch
     return len;
 }
 
+int dmt_tokenizer_spells(const dmt_tokenizer *tok, const char *text, size_t len) {
+    int32_t small[64], *ids = small;
+    if (len > (size_t)INT32_MAX / 8) return -1;
+    int max_ids = len + 2 > 64 ? (int)len + 2 : 64; /* a piece holds at least a byte, and the word's ▁ */
+    if (len + 2 > 64 && !(ids = malloc((size_t)max_ids * sizeof *ids))) return -1;
+    int n = dmt_tokenizer_encode(tok, text, len, ids, max_ids, NULL, 0), spelt = n >= 0;
+    for (int t = 0; t < n && spelt; t++) {
+        const char *p = tok->pieces[ids[t]];
+        spelt = ids[t] != tok->unk_id && !(strlen(p) == 6 && !strncmp(p, "<0x", 3) && p[5] == '>');
+    }
+    if (ids != small) free(ids);
+    return n < 0 ? -1 : spelt;
+}
+
 /* ---- look-ups ---- */
 
 int dmt_tokenizer_vocab_size(const dmt_tokenizer *tok) { return tok->vocab_size; }

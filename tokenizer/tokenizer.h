@@ -43,6 +43,11 @@ int dmt_tokenizer_count(const dmt_tokenizer *tok, const char *text, size_t len, 
 int dmt_tokenizer_decode(const dmt_tokenizer *tok, const int32_t *ids, int n, char **out,
                          char *err, size_t errlen);
 
+/* Whether the vocabulary spells the len bytes of UTF-8 text with pieces of its own:
+ * 1, or 0 when a character of it comes out as byte-fallback pieces ("<0xD9>") or as
+ * unk_id (a character SentencePiece never learnt), or -1 for text encode refuses. */
+int dmt_tokenizer_spells(const dmt_tokenizer *tok, const char *text, size_t len);
+
 int dmt_tokenizer_vocab_size(const dmt_tokenizer *tok);
 /* The model id of a piece (e.g. "▁Haus", "<0xF0>"), or -1 if the vocabulary has none. */
 int dmt_tokenizer_piece_to_id(const dmt_tokenizer *tok, const char *piece);

@@ -19,14 +19,25 @@ static int has_zhe(void *arg, const char *word, size_t len) {
 }
 
 static int find_with(const char *text, int *calls, dmt_passthrough *p) {
-    return dmt_passthrough_find_with(text, strlen(text), has_zhe, calls, p);
+    dmt_passthrough_spelling spelling = {NULL, has_zhe, calls};
+    return dmt_passthrough_find_with(text, strlen(text), &spelling, p);
 }
 
-/* restore tr with pairs ("s t s t ..." as an int list, n pairs) and compare */
+/* a vocabulary without '<' and '~' */
+static int find_missing_ascii(const char *text, int *calls, dmt_passthrough *p) {
+    static unsigned char missing[128];
+    missing['<'] = missing['~'] = 1;
+    dmt_passthrough_spelling spelling = {missing, has_zhe, calls};
+    return dmt_passthrough_find_with(text, strlen(text), &spelling, p);
+}
+
+/* restore tr with pairs ("s t s t ..." as an int list, n pairs) and compare; the
+ * spans found with the stand-in spelling above */
 static int restores_to(const char *text, const char *tr, const int *pairs, int n_pairs, const char *want,
                        const int *want_pairs, int n_want) {
     dmt_passthrough p;
-    if (find(text, &p) != 1) {
+    int calls = 0;
+    if (find_missing_ascii(text, &calls, &p) != 1) {
         printf("# no span found in %s\n", text);
         return 0;
     }
@@ -196,6 +207,45 @@ int main(void) {
         CHECK(find_with("\xD0\xB6\xD1\x83\xD0\xBA \xD0\xB6\xD0\xB0.", &calls, &p) == 1 &&
                   p.n_spans == 2 && p.n_kept == 0 && !strcmp(p.stripped, ""),
               "a sentence of nothing else: nothing to translate (it comes back as it was)", "'%s'", p.stripped);
+        dmt_passthrough_clear(&p);
+    }
+    /* --- ASCII characters the vocabulary lacks ------------------------------- */
+    {
+        int calls = 0;
+        CHECK(find_missing_ascii("if x < 3 then", &calls, &p) == 1 && p.n_spans == 1 &&
+                  !strcmp(p.stripped, "if x 3 then") && p.spans[0].prev == 1 && p.spans[0].len == 1 && calls == 0,
+              "'<' alone is a span (an ASCII sentence, past the quick look; no unspellable call)", "'%s' %d calls",
+              p.stripped, calls);
+        dmt_passthrough_clear(&p);
+        CHECK(find_missing_ascii("Use a<b, ~/bin and (<3).", &calls, &p) == 1 && p.n_spans == 3 &&
+                  !strcmp(p.stripped, "Use, and."),
+              "so is a word with one, brackets and all; its trailing punctuation stays", "'%s' %d", p.stripped,
+              p.n_spans);
+        dmt_passthrough_clear(&p);
+        CHECK(find_missing_ascii("Use a>b and 3 > 2.", &calls, &p) == 0, "characters the vocabulary has are no span");
+        dmt_passthrough_clear(&p);
+        CHECK(find_with("if x < 3 then", &calls, &p) == 0, "without the table, '<' is no span");
+        dmt_passthrough_clear(&p);
+        const char *text = "if x < 3 then";
+        CHECK(find_missing_ascii(text, &calls, &p) == 1 && p.spans[0].number_len == 1 &&
+                  p.spans[0].number_start == 7,
+              "'<' before a number goes with it");
+        dmt_passthrough_clear(&p);
+        CHECK(restores_to(text, "wenn 3 x dann", (const int[]){0, 0, 1, 2, 2, 1, 3, 3}, 4, "wenn < 3 x dann", NULL, 0) &&
+                  restores_to(text, "wenn 3, dann", (const int[]){0, 0, 2, 1, 3, 2}, 3, "wenn < 3, dann", NULL, 0),
+              "before the number's target word, wherever the word before it went, or if it was dropped");
+        CHECK(restores_to("Kids < 12 go free", "Kinder reisen 12 Jahre frei", (const int[]){0, 0, 2, 1, 3, 4}, 3,
+                          "Kinder reisen < 12 Jahre frei", NULL, 0) &&
+                  restores_to("Kids < 12 go", "Kinder gehen 120 12", (const int[]){0, 0, 1, 1, 2, 1}, 3,
+                              "Kinder gehen 120 < 12", NULL, 0) &&
+                  restores_to("Kids < 12 go", "Kinder gehen zwölf", (const int[]){0, 0, 1, 2, 2, 1}, 3,
+                              "Kinder gehen < zwölf", NULL, 0),
+              "before the number's copy in the translation (its digits exactly), else its aligned word");
+        CHECK(restores_to("Press < now", "Jetzt drücken", (const int[]){0, 1, 1, 0}, 2, "Jetzt drücken <", NULL, 0),
+              "before a word that is no number: after the word aligned to the one before it");
+        CHECK(find_missing_ascii("a <b 3 and <, 4 and x< 5", &calls, &p) == 1 && p.n_spans == 3 &&
+                  !p.spans[0].number_len && !p.spans[1].number_len && !p.spans[2].number_len,
+              "not for a span with letters, one with punctuation after it, or one glued to a word", "%d", p.n_spans);
         dmt_passthrough_clear(&p);
     }
     return check_done();

@@ -149,6 +149,7 @@ static void test_load_bad_files(void) {
     for (int i = 0; i < n; i++) unks += ids[i] == 3;
     CHECK(tok && !strcmp(dmt_tokenizer_id_to_piece(tok, 3), "<unk>") && n > 0 && unks == n,
           "load: CRLF vocab.txt without a final newline; unlisted pieces are unk", "n=%d err: %s", n, err);
+    CHECK(tok && dmt_tokenizer_spells(tok, "ab", 2) == 0, "spells: text that encodes as unk is not spelt");
     dmt_tokenizer_free(tok);
 
     unlink(path);
@@ -261,6 +262,16 @@ static void test_pieces(const dmt_tokenizer *tok) {
           && !strcmp(dmt_tokenizer_id_to_piece(tok, 2), "</s>") && !strcmp(dmt_tokenizer_id_to_piece(tok, 3), "<unk>"),
           "special pieces at 0..3");
     CHECK(dmt_tokenizer_piece_to_id(tok, "<0xF0>") >= 0, "byte pieces are in the vocabulary");
+
+    char long_word[200];
+    memset(long_word, 'e', sizeof long_word);
+    CHECK(dmt_tokenizer_spells(tok, "teacher", 7) == 1 && dmt_tokenizer_spells(tok, long_word, sizeof long_word) == 1 &&
+              dmt_tokenizer_spells(tok, "", 0) == 1,
+          "spells: words of the vocabulary's pieces, however long, and nothing");
+    CHECK(dmt_tokenizer_spells(tok, "\xF0\x9F\x98\x80", 4) == 0 && dmt_tokenizer_spells(tok, "ok\xF0\x9F\x98\x80", 6) == 0,
+          "spells: an emoji (byte-fallback pieces) is not spelt, alone or in a word");
+    CHECK(dmt_tokenizer_spells(tok, "a\xC3", 2) == -1 && dmt_tokenizer_spells(tok, "a\0b", 3) == -1,
+          "spells: invalid UTF-8 and a NUL byte are refused");
 
     static const char *const codes[] = {"en", "de", "fr", "cs"};
     for (int i = 0; i < 4; i++) {

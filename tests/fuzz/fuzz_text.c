@@ -32,6 +32,7 @@
 
 #include "model/config.h"
 #include "model/passthrough.h"
+#include "model/scripts.h"
 #include "text/detect.h"
 #include "text/textsafe.h"
 #include "text/sentences.h"
@@ -275,7 +276,10 @@ static int unspellable_test(void *arg, const char *word, size_t len) {
 static void check_passthrough(const uint8_t *data, size_t size, int with_test) {
     const char *text = (const char *)data;
     dmt_passthrough p;
-    int r = dmt_passthrough_find_with(text, size, with_test ? unspellable_test : NULL, NULL, &p);
+    static unsigned char missing[128];
+    missing['<'] = missing['~'] = 1; /* a vocabulary without them */
+    dmt_passthrough_spelling spelling = {missing, unspellable_test, NULL};
+    int r = dmt_passthrough_find_with(text, size, with_test ? &spelling : NULL, &p);
     REQUIRE(r >= 0, "out of memory");
     if (r == 0) {
         REQUIRE(p.n_spans == 0 && !p.stripped, "no span, yet filled");
@@ -326,6 +330,23 @@ static void check_passthrough(const uint8_t *data, size_t size, int with_test) {
     dmt_passthrough_clear(&p);
 }
 
+/* model/scripts.c: reading stops at invalid UTF-8, and a word of ASCII is foreign
+ * only to a model without Latin; nothing is foreign to one that knows every script */
+static void check_scripts(const uint8_t *data, size_t size) {
+    const char *text = (const char *)data;
+    dmt_scripts known = size ? (dmt_scripts)data[0] * 0x9E3779B97F4A7C15u : 0;
+    int foreign = dmt_scripts_foreign_letter(text, size, known), wide = 0, letters = 0;
+    for (size_t i = 0; i < size; i++) {
+        wide |= data[i] >= 0x80;
+        letters |= ((data[i] | 32) >= 'a' && (data[i] | 32) <= 'z');
+    }
+    REQUIRE(!foreign || wide || (letters && !(known & DMT_SCRIPT_BIT(DMT_SCRIPT_LATIN))), "ASCII foreign to Latin");
+    REQUIRE(!dmt_scripts_foreign_letter(text, size, ~(dmt_scripts)0), "foreign to every script");
+    char code[17] = {0};
+    memcpy(code, text, size < 16 ? size : 16);
+    (void)dmt_language_scripts(code);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
@@ -336,5 +357,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_tokenizer(tokenizers[size % 3 == 2], data, size, ids);
     check_passthrough(data, size, 0);
     check_passthrough(data, size, 1);
+    check_scripts(data, size);
     return 0;
 }

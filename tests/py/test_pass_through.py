@@ -13,11 +13,18 @@ put back into its translation:
 - a word the vocabulary cannot spell (a character of it only as byte-fallback
   pieces: Arabic, Hebrew, Greek, Chinese, a name like Łódź) is a span too: it comes
   out once, as it was, the rest being the translation without it, and a sentence in
-  such a script comes back as it is.
+  such a script comes back as it is;
+- so is a word in a script none of the model's languages is written in, though the
+  vocabulary spells it (Cyrillic, for the default model's Latin-script languages:
+  model/scripts.h); with a language of no known script in config.json, that test is
+  off and such a word reaches the model;
+- so is a word with an ASCII character the vocabulary lacks ('<' for the default
+  model, which drops it).
 With pass_through false the same lines reach the model, which mangles some of the
 spans (so the rule is what keeps them). A value that is not a boolean is refused at
 load, naming the key.
 """
+import json
 import os
 import shutil
 import sys
@@ -87,6 +94,42 @@ def main():
         rc, got, err = translate_lines(binary, on, whole)
         tap.ok(rc == 0 and got == whole, "a sentence in a script the model cannot spell comes back as it is",
                detail=f"{got} {err[-300:]}")
+        cyrillic = ["\u041c\u043e\u0441\u043a\u0432\u0430", "\u041a\u0438\u0457\u0432",
+                    "\u0421\u043e\u0444\u0438\u044f"]  # Москва, Київ, София
+        clines = [with_span(x, w, 2 * i + 1) for i, (x, w) in enumerate(zip(PLAIN, cyrillic))]
+        rc, got, err = translate_lines(binary, on, clines)
+        kept = sum(g.count(w) == 1 for g, w in zip(got, cyrillic))
+        same = sum(without(g, w) == " ".join(x.split()) for g, w, x in zip(got, cyrillic, plain))
+        tap.ok(rc == 0 and kept == len(cyrillic) and same == len(cyrillic),
+               f"Cyrillic words, which the vocabulary spells, come out once, as they were ({kept}/{len(cyrillic)}), "
+               f"the rest is the translation without them ({same}/{len(cyrillic)})",
+               detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(clines, got)) + err[-300:])
+        unknown = model_with_decoding(base, tmp, "unknown-script", pass_through=True)
+        with open(os.path.join(unknown, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["languages"][-1]["code"] = "qq"  # a code the script table does not know
+        with open(os.path.join(unknown, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        russian = ["\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440! \u041a\u0430\u043a "
+                   "\u0434\u0435\u043b\u0430?",  # Привет, мир! Как дела?
+                   "\u042f \u0436\u0438\u0432\u0443 \u0432 \u041c\u043e\u0441\u043a\u0432\u0435.",  # Я живу в Москве.
+                   "\u041e\u043d \u0447\u0438\u0442\u0430\u0435\u0442 \u043a\u043d\u0438\u0433\u0443."]  # Он читает книгу.
+        rc, got, err = translate_lines(binary, on, russian)
+        tap.ok(rc == 0 and got == russian, "Russian sentences come back as they are", detail=f"{got} {err[-300:]}")
+        rc, got_unknown, err = translate_lines(binary, unknown, russian)
+        mangled = sum(g != r for g, r in zip(got_unknown, russian))
+        tap.ok(rc == 0 and mangled >= 2, f"with a language of no known script, the script test is off: the model "
+               f"gets them and invents words for {mangled}/{len(russian)}",
+               detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(russian, got_unknown)) + err[-300:])
+        angled = ["If x < 3, stop.", "Press <Enter> to go on.", "The price is < 5 euros."]
+        rc, got, err = translate_lines(binary, on, angled)
+        kept = sum(g.count("<") == a.count("<") and ("<Enter>" in g) == ("<Enter>" in a) for g, a in zip(got, angled))
+        rc_off, got_off, _ = translate_lines(binary, off, angled)
+        dropped = sum(g.count("<") < a.count("<") for g, a in zip(got_off, angled))
+        tap.ok(rc == 0 and kept == len(angled) and dropped >= 1,
+               f"'<', which the vocabulary lacks, comes out with its word ({kept}/{len(angled)}); without the "
+               f"pass-through the model drops {dropped}/{len(angled)}",
+               detail="\n".join(f"{a!r} -> {b!r} / {c!r}" for a, b, c in zip(angled, got, got_off)) + err[-300:])
         rc, got_off, err = translate_lines(binary, off, whole)
         tap.ok(rc == 0 and sum(g != w for g, w in zip(got_off, whole)) >= 2,
                "pass_through false: the model itself invents words for them", detail=f"{got_off}")
