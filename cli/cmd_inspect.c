@@ -61,10 +61,13 @@ int cmd_inspect(int argc, char **argv) {
         printf("%s%s (%s, %s=%d)", i ? ", " : "", c->languages[i].code, c->languages[i].name, c->languages[i].token,
                c->languages[i].id);
     printf("%s\n", c->n_languages ? "" : "none");
-    printf("decoding:         beam %d, length penalty %.2f, max length %.2f*src+%d%s%s\n", c->decoding.beam_size,
+    printf("decoding:         beam %d, length penalty %.2f, max length %.2f*src+%d%s%s", c->decoding.beam_size,
            c->decoding.length_penalty, c->decoding.max_len_a, c->decoding.max_len_b,
            c->decoding.all_caps_lower ? "; ALL-CAPS in sentence case" : "",
-           c->decoding.pass_through ? "; URLs, e-mail addresses and emoji passed through" : "");
+           c->decoding.pass_through ? "; URLs, e-mail addresses, emoji and words it cannot spell passed through" : "");
+    if (c->decoding.pass_through && c->decoding.pass_through_characters[0])
+        printf(" (and words with any of %s)", c->decoding.pass_through_characters);
+    printf("\n");
     printf("parameters:       %lld (%.2f M)\n", m->n_params, m->n_params / 1e6);
     printf("dtype on disk:    %s, %.1f MB of tensor data\n", m->dtype_summary, m->weight_bytes_file / 1e6);
     char products[64];

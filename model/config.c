@@ -1,6 +1,7 @@
 /* config.c — config.json -> dmt_config, with every key type- and range-checked. */
 #include "model/config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -160,6 +161,18 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
             return -1;
         }
         c->decoding.pass_through = json_is_true(v);
+    }
+    if ((v = json_object_get(d, "pass_through_characters"))) {
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        size_t n = s ? json_string_length(v) : 0;
+        for (size_t i = 0; s && i < n; i++)
+            if (s[i] <= ' ' || s[i] >= 0x7F || isalnum((unsigned char)s[i]) || memchr(s, s[i], i)) s = NULL;
+        if (!s || n >= sizeof c->decoding.pass_through_characters) {
+            snprintf(err, errlen, "config.json: decoding.pass_through_characters must be a string of distinct "
+                                  "ASCII punctuation and symbols (no letters, digits or spaces)");
+            return -1;
+        }
+        memcpy(c->decoding.pass_through_characters, s, n + 1);
     }
     return 0;
 }

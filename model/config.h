@@ -41,6 +41,9 @@ typedef struct {
                                * (beam.h); needs a vocabulary with every digit its own piece; default 0 */
     int pass_through;         /* "pass_through": true: URLs, e-mail addresses and emoji are kept out of the
                                * model and put back by the alignment (model/passthrough.h); default 0 */
+    char pass_through_characters[96]; /* "pass_through_characters": printable ASCII punctuation and symbols
+                               * the model loses (measured by tools/check_characters.py): with pass_through,
+                               * a word with one is copied; NUL-terminated, default "" */
 } dmt_decoding_defaults;
 
 /* A measured quality change of a faster precision against F32 (config.json

@@ -503,12 +503,14 @@ static int build_digit_table(dmt_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-/* decoding.pass_through: the printable ASCII characters the vocabulary lacks, and
- * the scripts of the model's languages (0 when one is not known). */
+/* decoding.pass_through: the printable ASCII characters the vocabulary lacks or
+ * decoding.pass_through_characters names, and the scripts of the model's languages
+ * (0 when one is not known). */
 static void build_spelling(dmt_model *m) {
     for (int c = 0x21; c < 0x7F; c++) {
         char one = (char)c;
-        m->missing_ascii[c] = dmt_tokenizer_spells(m->tokenizer, &one, 1) == 0;
+        m->missing_ascii[c] = dmt_tokenizer_spells(m->tokenizer, &one, 1) == 0 ||
+                              strchr(m->cfg.decoding.pass_through_characters, c) != NULL;
     }
     uint64_t all = 0;
     for (int i = 0; i < m->cfg.n_languages; i++) {

@@ -89,7 +89,8 @@ typedef struct dmt_model {
     int n_digit_ids;
     /* decoding.pass_through (model/passthrough.h): what the model cannot spell */
     unsigned char missing_ascii[128];    /* 1: a printable ASCII character the vocabulary spells only as
-                                            byte fallback or unk ('<' in the default model's) */
+                                            byte fallback or unk ('<' in the default model's), or one
+                                            decoding.pass_through_characters names */
     uint64_t scripts;                    /* the scripts (model/scripts.h) its languages are written in; 0: a
                                             language whose script is not known, and no script test */
     struct dmt_shortlist *shortlist;     /* MODEL_DIR/shortlist.bin (model/shortlist.h); NULL when the

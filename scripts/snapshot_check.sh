@@ -83,5 +83,9 @@ say "dev NLL"
 say "int8"
 "$PYTHON" tools/check_precision.py "$OUT/candidate" --sets multi30k/test_2016_flickr,flores101,tatoeba \
     --limit "${LIMIT:-500}" --precisions int8 --write >"$OUT/int8.log" 2>&1 || die "int8 check failed: $OUT/int8.log"
+say "characters the model loses"
+"$PYTHON" tools/check_characters.py "$OUT/candidate" --write >"$OUT/characters.log" 2>&1 ||
+    die "character check failed: $OUT/characters.log"
+tail -2 "$OUT/characters.log"
 
 "$PYTHON" scripts/snapshot_summary.py "$OUT"

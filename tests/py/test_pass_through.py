@@ -19,7 +19,10 @@ put back into its translation:
   model/scripts.h); with a language of no known script in config.json, that test is
   off and such a word reaches the model;
 - so is a word with an ASCII character the vocabulary lacks ('<' for the default
-  model, which drops it).
+  model, which drops it), or one decoding.pass_through_characters names (characters
+  tools/check_characters.py measured the model losing: a Windows path, ~/backup,
+  a[0], {name}, x^2 and `make` come out as they were; without the key, the model
+  mangles them).
 With pass_through false the same lines reach the model, which mangles some of the
 spans (so the rule is what keeps them). A value that is not a boolean is refused at
 load, naming the key.
@@ -110,6 +113,24 @@ def main():
         cfg["languages"][-1]["code"] = "qq"  # a code the script table does not know
         with open(os.path.join(unknown, "config.json"), "w") as f:
             json.dump(cfg, f)
+        code = [("Open C:\\Users\\anna\\report.docx and print it.", "C:\\Users\\anna\\report.docx"),
+                ("Copy the file to ~/backup before you start.", "~/backup"),
+                ("The array a[0] holds the first value.", "a[0]"), ("Write {name} where the name goes.", "{name}"),
+                ("Use x^2 for the square.", "x^2"), ("Run `make` first.", "`make`")]
+        rc, got, err = translate_lines(binary, on, [c for c, _ in code])
+        kept = sum(g.count(w) == 1 for g, (_, w) in zip(got, code))
+        tap.ok(rc == 0 and kept == len(code), f"words with characters the model loses come out as they were "
+               f"({kept}/{len(code)})", detail="\n".join(got) + err[-300:])
+        keyless = model_with_decoding(base, tmp, "keyless", pass_through=True)
+        with open(os.path.join(keyless, "config.json")) as f:
+            cfg = json.load(f)
+        cfg["decoding"].pop("pass_through_characters", None)
+        with open(os.path.join(keyless, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        rc, got, err = translate_lines(binary, keyless, [c for c, _ in code])
+        mangled = sum(g.count(w) != 1 for g, (_, w) in zip(got, code))
+        tap.ok(rc == 0 and mangled >= len(code) // 2, f"without decoding.pass_through_characters the model mangles "
+               f"{mangled}/{len(code)}", detail="\n".join(got) + err[-300:])
         russian = ["\u041f\u0440\u0438\u0432\u0435\u0442, \u043c\u0438\u0440! \u041a\u0430\u043a "
                    "\u0434\u0435\u043b\u0430?",  # Привет, мир! Как дела?
                    "\u042f \u0436\u0438\u0432\u0443 \u0432 \u041c\u043e\u0441\u043a\u0432\u0435.",  # Я живу в Москве.
