@@ -21,7 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
-from testutil import model_with_decoding, repo_path  # noqa: E402
+from testutil import model_with_config, model_with_decoding, repo_path  # noqa: E402
 
 TOOL = repo_path("tools/check_characters.py")
 
@@ -76,12 +76,7 @@ def main():
         tap.ok(r.returncode == 0 and f"(and words with any of {got})" in r.stdout,
                "the engine loads the written config.json and names the characters", detail=r.stdout + r.stderr)
 
-        no_en = model_with_decoding(base, tmp, "no-en")
-        with open(os.path.join(no_en, "config.json")) as f:
-            cfg = json.load(f)
-        cfg["languages"][0]["code"] = "xx"
-        with open(os.path.join(no_en, "config.json"), "w") as f:
-            json.dump(cfg, f)
+        no_en = model_with_config(base, tmp, "no-en", lambda c: c["languages"][0].update(code="xx"))
         rc, out, err = run(no_en, "--binary", binary)
         tap.ok(rc == 2 and "no \"en\"" in err, "a model without English is refused: the sentences are English",
                detail=f"{rc} {err}")

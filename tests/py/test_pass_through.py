@@ -27,7 +27,6 @@ With pass_through false the same lines reach the model, which mangles some of th
 spans (so the rule is what keeps them). A value that is not a boolean is refused at
 load, naming the key.
 """
-import json
 import os
 import shutil
 import sys
@@ -37,7 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import model_with_decoding, repo_path, translate_lines  # noqa: E402
+from testutil import model_with_config, model_with_decoding, repo_path, translate_lines  # noqa: E402
 
 PLAIN = ["Please send the photos to me.", "You can find the schedule on our website.",
          "Tom wrote to me yesterday.", "Read this article before the meeting.",
@@ -55,6 +54,18 @@ def with_span(sentence, span, k):
 
 def without(text, span):
     return " ".join(text.replace(span, " ").split())
+
+
+def words_kept(binary, model, plain, words, what):
+    """Each word put into a sentence of PLAIN comes out once, as it was, and the rest
+    is plain, that sentence's translation without it."""
+    lines = [with_span(x, w, 2 * i + 1) for i, (x, w) in enumerate(zip(PLAIN, words))]
+    rc, got, err = translate_lines(binary, model, lines)
+    kept = sum(g.count(w) == 1 for g, w in zip(got, words))
+    same = sum(without(g, w) == " ".join(x.split()) for g, w, x in zip(got, words, plain))
+    tap.ok(rc == 0 and kept == len(words) and same == len(words),
+           f"{what} come out once, as they were ({kept}/{len(words)}), the rest is the translation without them "
+           f"({same}/{len(words)})", detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(lines, got)) + err[-300:])
 
 
 def main():
@@ -82,37 +93,19 @@ def main():
         rc, got, err = translate_lines(binary, on, ["https://example.com/only", "  www.example.org.  "])
         tap.ok(rc == 0 and got == ["https://example.com/only", "  www.example.org.  "],
                "a line of nothing but a URL comes back as it is", detail=f"{got} {err[-300:]}")
-        foreign = ["\u0645\u0631\u062d\u0628\u0627", "\u05e9\u05dc\u05d5\u05dd", "\u0393\u03b5\u03b9\u03ac",
-                   "\u4e2d\u6587", "\u0141\u00f3d\u017a"]
-        flines = [with_span(x, w, 2 * i + 1) for i, (x, w) in enumerate(zip(PLAIN, foreign))]
-        rc, got, err = translate_lines(binary, on, flines)
-        kept = sum(g.count(w) == 1 for g, w in zip(got, foreign))
-        same = sum(without(g, w) == " ".join(x.split()) for g, w, x in zip(got, foreign, plain))
-        tap.ok(rc == 0 and kept == len(foreign) and same == len(foreign),
-               f"words the vocabulary cannot spell come out once, as they were ({kept}/{len(foreign)}), the rest "
-               f"is the translation without them ({same}/{len(foreign)})",
-               detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(flines, got)) + err[-300:])
+        words_kept(binary, on, plain, ["\u0645\u0631\u062d\u0628\u0627", "\u05e9\u05dc\u05d5\u05dd",
+                                       "\u0393\u03b5\u03b9\u03ac", "\u4e2d\u6587", "\u0141\u00f3d\u017a"],
+                   "words the vocabulary cannot spell")
         whole = ["\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645.",
                  "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd", "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3002"]
         rc, got, err = translate_lines(binary, on, whole)
         tap.ok(rc == 0 and got == whole, "a sentence in a script the model cannot spell comes back as it is",
                detail=f"{got} {err[-300:]}")
-        cyrillic = ["\u041c\u043e\u0441\u043a\u0432\u0430", "\u041a\u0438\u0457\u0432",
-                    "\u0421\u043e\u0444\u0438\u044f"]  # Москва, Київ, София
-        clines = [with_span(x, w, 2 * i + 1) for i, (x, w) in enumerate(zip(PLAIN, cyrillic))]
-        rc, got, err = translate_lines(binary, on, clines)
-        kept = sum(g.count(w) == 1 for g, w in zip(got, cyrillic))
-        same = sum(without(g, w) == " ".join(x.split()) for g, w, x in zip(got, cyrillic, plain))
-        tap.ok(rc == 0 and kept == len(cyrillic) and same == len(cyrillic),
-               f"Cyrillic words, which the vocabulary spells, come out once, as they were ({kept}/{len(cyrillic)}), "
-               f"the rest is the translation without them ({same}/{len(cyrillic)})",
-               detail="\n".join(f"{a!r} -> {b!r}" for a, b in zip(clines, got)) + err[-300:])
-        unknown = model_with_decoding(base, tmp, "unknown-script", pass_through=True)
-        with open(os.path.join(unknown, "config.json")) as f:
-            cfg = json.load(f)
-        cfg["languages"][-1]["code"] = "qq"  # a code the script table does not know
-        with open(os.path.join(unknown, "config.json"), "w") as f:
-            json.dump(cfg, f)
+        words_kept(binary, on, plain, ["\u041c\u043e\u0441\u043a\u0432\u0430", "\u041a\u0438\u0457\u0432",
+                                       "\u0421\u043e\u0444\u0438\u044f"],  # Москва, Київ, София
+                   "Cyrillic words, which the vocabulary spells,")
+        # a code the script table does not know
+        unknown = model_with_config(base, tmp, "unknown-script", lambda c: c["languages"][-1].update(code="qq"))
         code = [("Open C:\\Users\\anna\\report.docx and print it.", "C:\\Users\\anna\\report.docx"),
                 ("Copy the file to ~/backup before you start.", "~/backup"),
                 ("The array a[0] holds the first value.", "a[0]"), ("Write {name} where the name goes.", "{name}"),
@@ -121,12 +114,7 @@ def main():
         kept = sum(g.count(w) == 1 for g, (_, w) in zip(got, code))
         tap.ok(rc == 0 and kept == len(code), f"words with characters the model loses come out as they were "
                f"({kept}/{len(code)})", detail="\n".join(got) + err[-300:])
-        keyless = model_with_decoding(base, tmp, "keyless", pass_through=True)
-        with open(os.path.join(keyless, "config.json")) as f:
-            cfg = json.load(f)
-        cfg["decoding"].pop("pass_through_characters", None)
-        with open(os.path.join(keyless, "config.json"), "w") as f:
-            json.dump(cfg, f)
+        keyless = model_with_config(base, tmp, "keyless", lambda c: c["decoding"].pop("pass_through_characters", None))
         rc, got, err = translate_lines(binary, keyless, [c for c, _ in code])
         mangled = sum(g.count(w) != 1 for g, (_, w) in zip(got, code))
         tap.ok(rc == 0 and mangled >= len(code) // 2, f"without decoding.pass_through_characters the model mangles "

@@ -54,10 +54,9 @@ def serve_log(binary, args, wait_for=("; ready", "cannot", "error"), get=None):
 MODEL_FILES = ("model.safetensors", "sentencepiece.model", "shortlist.bin")
 
 
-def model_with_decoding(src, tmp, name, **decoding):
+def model_with_config(src, tmp, name, change):
     """A model directory tmp/name that links src's files and holds src's config.json
-    with the given decoding settings replaced (e.g. copy_numbers=False): one decoding
-    rule on and off with the same weights."""
+    as change(config) leaves it (change edits the dict in place)."""
     d = os.path.join(tmp, name)
     os.makedirs(d)
     for f in MODEL_FILES:
@@ -65,10 +64,16 @@ def model_with_decoding(src, tmp, name, **decoding):
             os.symlink(os.path.abspath(os.path.join(src, f)), os.path.join(d, f))
     with open(os.path.join(src, "config.json")) as f:
         cfg = json.load(f)
-    cfg.setdefault("decoding", {}).update(decoding)
+    change(cfg)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f)
     return d
+
+
+def model_with_decoding(src, tmp, name, **decoding):
+    """model_with_config with the given decoding settings replaced (e.g.
+    copy_numbers=False): one decoding rule on and off with the same weights."""
+    return model_with_config(src, tmp, name, lambda cfg: cfg.setdefault("decoding", {}).update(decoding))
 
 
 def translate_lines(binary, model, lines, *extra, split=False, timeout=300):
