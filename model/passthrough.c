@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "model/scripts.h"
 
 static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 static int is_alpha(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
@@ -82,6 +83,35 @@ static int is_emoji_word(const char *w, size_t n) {
             return 0;
     }
     return pictographs > 0;
+}
+
+/* Whether s[0..n) holds something to translate: a letter or a digit (ASCII, or a
+ * character of a script's letter blocks: model/scripts.h), or invalid UTF-8 (which
+ * the tokenizer refuses, as it would without the pass-through). Punctuation,
+ * symbols, emoji and spaces are not. */
+static int has_content(const char *s, size_t n) {
+    for (size_t i = 0, k = 1; i < n; i += k) {
+        long c = code_point((const unsigned char *)s + i, n - i, &k);
+        if (c < 0 || (c < 0x80 && is_alnum((unsigned char)c)) || (c >= 0x80 && dmt_script_of(c) >= 0)) return 1;
+    }
+    return 0;
+}
+
+int dmt_passthrough_verbatim(const char *text, size_t len, dmt_passthrough *p) {
+    memset(p, 0, sizeof *p);
+    size_t i = 0;
+    while (i < len && is_space((unsigned char)text[i])) i++;
+    if (i == len || has_content(text, len)) return 0;
+    p->original = malloc(len + 1);
+    p->stripped = calloc(1, 1);
+    if (!p->original || !p->stripped) {
+        dmt_passthrough_clear(p);
+        return -1;
+    }
+    memcpy(p->original, text, len);
+    p->original[len] = 0;
+    p->original_len = len;
+    return 1;
 }
 
 /* Whether s[0..n) is nothing but ASCII symbols and punctuation ("<", "<=", "->"). */
@@ -197,9 +227,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
         dmt_passthrough_clear(p);
         return 0;
     }
-    int content = 0; /* a letter or digit left to translate (any non-ASCII byte may be one) */
-    for (size_t i = 0; i < out && !content; i++) content = is_alnum((unsigned char)p->stripped[i]) || (p->stripped[i] & 0x80);
-    if (!content) { /* nothing but spans and punctuation: given back as it is */
+    if (!has_content(p->stripped, out)) { /* nothing but spans and punctuation: given back as it is */
         out = 0;
         p->n_kept = 0;
         for (int k = 0; k < p->n_spans; k++) p->spans[k].prev = -1, p->spans[k].glued = 0, p->spans[k].number_len = 0;

@@ -88,6 +88,13 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
 char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t tr_len, const int *pairs,
                               int n_pairs, size_t *out_len, int **new_pairs, int *n_new);
 
+/* A sentence with nothing to translate: 1 when text holds something but no letter
+ * or digit ("!!!", "-----", "…", "* * *", "€"), and p is filled so that it comes
+ * back as it is (no spans, nothing kept: free with dmt_passthrough_clear); 0 when it
+ * has a letter or digit, is empty or blank (p left empty); -1 when out of memory.
+ * The model would have changed it ("!!!" -> "!", "-----" -> "-- klagen Sie!"). */
+int dmt_passthrough_verbatim(const char *text, size_t len, dmt_passthrough *p);
+
 void dmt_passthrough_clear(dmt_passthrough *p);
 
 #endif

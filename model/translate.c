@@ -80,6 +80,9 @@ static char *shouted_to_cased(const dmt_model *m, const char *text, size_t len, 
 int dmt_translate_source_pieces(const dmt_model *m, const char *text, size_t len) {
     char *cased = NULL, err[256];
     dmt_passthrough pass;
+    int nothing = dmt_passthrough_verbatim(text, len, &pass);
+    dmt_passthrough_clear(&pass);
+    if (nothing) return nothing < 0 ? -1 : 0; /* given back as it is, never cut */
     int spans = m->cfg.decoding.pass_through ? find_spans(m, text, len, &pass) : 0;
     if (spans < 0) return -1;
     if (spans) {
@@ -164,7 +167,8 @@ static int word_alignment(const dmt_model *m, const dmt_hypothesis *h, dmt_trans
 }
 
 /* Fills o with the single translation "" (empty input), or the sentence as it
- * was when it held nothing but URLs or addresses and punctuation. */
+ * was when it held nothing to translate (no letter or digit) or nothing but
+ * pass-through spans and punctuation. */
 static int empty_translation(dmt_translate_output *o) {
     o->texts = calloc(1, sizeof *o->texts);
     o->scores = calloc(1, sizeof *o->scores);
@@ -227,6 +231,17 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
     dmt_passthrough_clear(o->pass);
     free(o->pass);
     o->pass = NULL;
+    dmt_passthrough verbatim; /* no letter or digit: nothing to translate, given back as it is */
+    int nothing = dmt_passthrough_verbatim(text, len, &verbatim);
+    if (nothing > 0 && !(o->pass = malloc(sizeof *o->pass))) dmt_passthrough_clear(&verbatim);
+    if (nothing < 0 || (nothing > 0 && !o->pass)) {
+        snprintf(o->error, sizeof o->error, "out of memory");
+        return -1;
+    }
+    if (nothing > 0) {
+        *o->pass = verbatim;
+        return 0;
+    }
     if (m->cfg.decoding.pass_through) {
         dmt_passthrough found;
         int spans = find_spans(m, text, len, &found);

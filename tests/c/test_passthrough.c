@@ -209,6 +209,37 @@ int main(void) {
               "a sentence of nothing else: nothing to translate (it comes back as it was)", "'%s'", p.stripped);
         dmt_passthrough_clear(&p);
     }
+    /* --- nothing to translate ------------------------------------------------- */
+    {
+        static const char *const verbatim[] = {"!!!", "-----", "  * * *  ", "\xE2\x80\x94", "\xE2\x80\xA6", "\xE2\x82\xAC",
+                                               ":-) \xF0\x9F\x98\x80", "\xC2\xA7 \xC2\xB6"};
+        int right = 0, n = (int)(sizeof verbatim / sizeof verbatim[0]);
+        for (int i = 0; i < n; i++) {
+            size_t len = strlen(verbatim[i]), out_len = 0;
+            int r = dmt_passthrough_verbatim(verbatim[i], len, &p);
+            char *back = r == 1 ? dmt_passthrough_restore(&p, "", 0, NULL, 0, &out_len, NULL, NULL) : NULL;
+            if (r == 1 && p.n_spans == 0 && p.n_kept == 0 && p.stripped && !*p.stripped && back && out_len == len &&
+                !memcmp(back, verbatim[i], len))
+                right++;
+            else
+                printf("# '%s': %d\n", verbatim[i], r);
+            free(back);
+            dmt_passthrough_clear(&p);
+        }
+        CHECK(right == n, "punctuation, symbols and emoji alone: nothing to translate, given back as they are",
+              "%d/%d", right, n);
+        static const char *const content[] = {"", "   ", "Hi!", "3", "(1)", "\xE6\x97\xA5\xE6\x9C\xAC",
+                                              "\xC3\xA9", "\xD0\x96!", "!\xFF!", "! \xC3"};
+        right = 0, n = (int)(sizeof content / sizeof content[0]);
+        for (int i = 0; i < n; i++) {
+            int r = dmt_passthrough_verbatim(content[i], strlen(content[i]), &p);
+            right += r == 0 && !p.original && !p.stripped;
+            if (r) printf("# '%s': %d\n", content[i], r);
+            dmt_passthrough_clear(&p);
+        }
+        CHECK(right == n, "not for a letter or digit of any script, blank text, or invalid UTF-8 (the tokenizer's to refuse)",
+              "%d/%d", right, n);
+    }
     /* --- ASCII characters the vocabulary lacks ------------------------------- */
     {
         int calls = 0;

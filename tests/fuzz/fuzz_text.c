@@ -347,6 +347,23 @@ static void check_scripts(const uint8_t *data, size_t size) {
     (void)dmt_language_scripts(code);
 }
 
+/* dmt_passthrough_verbatim: only text without an ASCII letter or digit, given back whole */
+static void check_verbatim(const uint8_t *data, size_t size) {
+    dmt_passthrough p;
+    int r = dmt_passthrough_verbatim((const char *)data, size, &p);
+    REQUIRE(r >= 0, "out of memory");
+    for (size_t i = 0; r == 1 && i < size; i++)
+        REQUIRE(!(((data[i] | 32) >= 'a' && (data[i] | 32) <= 'z') || (data[i] >= '0' && data[i] <= '9')),
+                "verbatim with a letter or digit");
+    if (r == 1) {
+        size_t len = 0;
+        char *back = dmt_passthrough_restore(&p, "x y", 3, NULL, 0, &len, NULL, NULL);
+        REQUIRE(back && len == size && !memcmp(back, data, size), "not given back as it was");
+        free(back);
+    }
+    dmt_passthrough_clear(&p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
@@ -358,5 +375,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_passthrough(data, size, 0);
     check_passthrough(data, size, 1);
     check_scripts(data, size);
+    check_verbatim(data, size);
     return 0;
 }

@@ -9,7 +9,8 @@ put back into its translation:
 - the rest of the output is exactly the translation of the sentence without them
   (the model never saw them);
 - the server's word alignment counts the span as a word of both sides;
-- a line that is nothing but a URL comes back as it is;
+- a line that is nothing but a URL comes back as it is, and so does one with no
+  letter or digit ("!!!", "-----", "…"), with pass_through off too;
 - a word the vocabulary cannot spell (a character of it only as byte-fallback
   pieces: Arabic, Hebrew, Greek, Chinese, a name like Łódź) is a span too: it comes
   out once, as it was, the rest being the translation without it, and a sentence in
@@ -93,6 +94,12 @@ def main():
         rc, got, err = translate_lines(binary, on, ["https://example.com/only", "  www.example.org.  "])
         tap.ok(rc == 0 and got == ["https://example.com/only", "  www.example.org.  "],
                "a line of nothing but a URL comes back as it is", detail=f"{got} {err[-300:]}")
+        marks = ["!!!", "-----", "* * *", "\u2014", "\u2026", "==========", "#####", "////", ":-)"]
+        for name, model in (("on", on), ("off", off)):
+            rc, got, err = translate_lines(binary, model, marks)
+            tap.ok(rc == 0 and got == marks, f"pass_through {name}: lines with no letter or digit come back as they are "
+                   f"({sum(g == w for g, w in zip(got, marks))}/{len(marks)}; the model had made \"!!!\" \"!\" and "
+                   f"\"-----\" \"-- klagen Sie!\")", detail=f"{got} {err[-300:]}")
         words_kept(binary, on, plain, ["\u0645\u0631\u062d\u0628\u0627", "\u05e9\u05dc\u05d5\u05dd",
                                        "\u0393\u03b5\u03b9\u03ac", "\u4e2d\u6587", "\u0141\u00f3d\u017a"],
                    "words the vocabulary cannot spell")
