@@ -88,6 +88,7 @@ static char *map(const char *s, size_t len, size_t *out_len, int mode) {
         p += n;
         uint32_t m = c;
         if (mode == 0) m = to_upper(c);
+        else if (mode == 2) m = to_lower(c);
         else if (is_upper(c) || is_lower(c)) {
             m = start ? to_upper(c) : to_lower(c);
             start = 0;
@@ -166,3 +167,5 @@ char *dmt_casing_true_case(const char *s, size_t len, size_t *out_len, dmt_casin
     return out;
 }
 char *dmt_casing_upper(const char *s, size_t len, size_t *out_len) { return map(s, len, out_len, 0); }
+
+char *dmt_casing_lower(const char *s, size_t len, size_t *out_len) { return map(s, len, out_len, 2); }

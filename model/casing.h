@@ -40,4 +40,7 @@ char *dmt_casing_true_case(const char *s, size_t len, size_t *out_len, dmt_casin
 /* s with every letter upper-case; malloc'd as above. */
 char *dmt_casing_upper(const char *s, size_t len, size_t *out_len);
 
+/* s with every letter lower-case; malloc'd as above. */
+char *dmt_casing_lower(const char *s, size_t len, size_t *out_len);
+
 #endif

@@ -63,7 +63,15 @@ static int unspellable(void *arg, const char *word, size_t len) {
         punctuation = i + 2 < len + 0 && c[0] == 0xE2 && (c[1] == 0x80 || c[1] == 0x81);
         if (punctuation) i += 2;
     }
-    return !punctuation && dmt_tokenizer_spells(m->tokenizer, word, len) == 0;
+    if (punctuation || dmt_tokenizer_spells(m->tokenizer, word, len) != 0) return 0;
+    /* "PÈRE", "CŒUR": capitals the vocabulary lacks, in a word it spells in lower
+     * case. In an ALL-CAPS sentence the all-caps rule lowers it for the model (a copy
+     * had kept "MY PÈRE IMPROVED"); elsewhere the model gets it as before. */
+    size_t n = 0;
+    char *lower = dmt_casing_lower(word, len, &n);
+    int unspelt = !lower || (n == len && !memcmp(lower, word, len)) || dmt_tokenizer_spells(m->tokenizer, lower, n) == 0;
+    free(lower);
+    return unspelt;
 }
 
 /* The sentence's spans (model/passthrough.h), with the vocabulary's tests. */

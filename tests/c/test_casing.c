@@ -67,5 +67,8 @@ int main(void) {
            "upper: accented letters too");
     expect(dmt_casing_upper, "straße 😀 3.50", "STRAßE 😀 3.50", "upper: simple mapping (ß stays), emoji and digits kept");
     CHECK(dmt_casing_upper("a\xc3", 2, NULL) == NULL, "upper: invalid UTF-8 refused (NULL)");
+    expect(dmt_casing_lower, "MON PÈRE, ŁÓDŹ, CŒUR, ČEŠTINA 3.50 😀", "mon père, łódź, cœur, čeština 3.50 😀",
+           "lower: every letter, accented capitals too, digits and emoji kept");
+    CHECK(dmt_casing_lower("A\xc3", 2, NULL) == NULL, "lower: invalid UTF-8 refused (NULL)");
     return check_done();
 }

@@ -94,6 +94,13 @@ def main():
         rc, got, err = translate_lines(binary, on, ["https://example.com/only", "  www.example.org.  "])
         tap.ok(rc == 0 and got == ["https://example.com/only", "  www.example.org.  "],
                "a line of nothing but a URL comes back as it is", detail=f"{got} {err[-300:]}")
+        shouted = ["MON P\u00c8RE S'AM\u00c9LIORE PROGRESSIVEMENT.", "TU AS UN BON C\u0152UR.",
+                   "IL N'Y A PAS DE BI\u00c8RE ICI.", "TEN P\u00c1N JE HUBE\u0147OUR, ALE JEHO \u017dENA JE TLUST\u00c1."]
+        rc, got, err = translate_lines(binary, on, shouted, "-t", "en")
+        rc_off, got_off, _ = translate_lines(binary, off, shouted, "-t", "en")
+        tap.ok(rc == 0 and got == got_off and not any(w in " ".join(got) for w in ("P\u00c8RE", "C\u0152UR", "BI\u00c8RE")),
+               "ALL-CAPS words with capitals the vocabulary lacks (P\u00c8RE, C\u0152UR) are translated, not copied: the "
+               "all-caps rule lowers them for the model", detail="\n".join(f"{a!r} / {b!r}" for a, b in zip(got, got_off)))
         marks = ["!!!", "-----", "* * *", "\u2014", "\u2026", "==========", "#####", "////", ":-)"]
         for name, model in (("on", on), ("off", off)):
             rc, got, err = translate_lines(binary, model, marks)
