@@ -11,12 +11,18 @@ What a user notices first, measured on the general-domain test sets (data/genera
   passthrough share of inserted URLs, e-mail addresses and emoji that come out
               unchanged: one span inserted into each of N Tatoeba sentences (spans made
               here, with their own generator, not the training recipe's)
+  code        the same for technical words: a Windows or home path, a[3], {name},
+              x^2, `word`, <word>, a->b (characters a small model loses)
+  scripts     the same for a word in another script: Russian, Greek, Arabic, Hebrew,
+              Hindi, Chinese, Japanese, Korean (copied by a model of Latin-script
+              languages, not translated)
   all-caps    share of Tatoeba sentences whose ALL-CAPS form translates to the same
               text as the normal form, compared case-insensitively
   runs        share of Tatoeba translations holding a run of 4+ identical characters
               that the source does not hold ("Dammmmme")
 
-Targets (docs/evaluation.md): digits >= 95%, each pass-through kind >= 95%,
+Targets (docs/evaluation.md): digits >= 95%, each pass-through kind (code and
+scripts too) >= 95%,
 all-caps >= 80%, runs < 0.5%. Standard library only; exit 0 when measured (the
 targets are reported, not enforced), 1-3 as scripts/evaluate.py.
 """
@@ -31,7 +37,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate as ev  # noqa: E402
 
-TARGETS = {"digits": 0.95, "url": 0.95, "email": 0.95, "emoji": 0.95, "all_caps": 0.80, "runs": 0.005}
+TARGETS = {"digits": 0.95, "url": 0.95, "email": 0.95, "emoji": 0.95, "code": 0.95, "scripts": 0.95, "all_caps": 0.80,
+           "runs": 0.005}
 DIGIT_DIRECTIONS = [("flores101.devtest", s, t) for s, t in
                     (("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en"))] + \
                    [("newstest2014.en-fr", "en", "fr"), ("newstest2020.en-de", "en", "de"),
@@ -39,6 +46,8 @@ DIGIT_DIRECTIONS = [("flores101.devtest", s, t) for s, t in
 TATOEBA = [("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en")]
 RUN4 = re.compile(r"(.)\1{3,}", re.S)
 EMOJI = ["😀", "😂", "👍", "🎉", "🙂", "🚀", "🔥", "✅", "🌍", "☕", "😢", "🙏", "⚽", "🐶", "🍕"]
+FOREIGN = ["Москва", "спасибо", "Αθήνα", "καλημέρα", "القاهرة", "شكرا", "ירושלים", "שלום", "नमस्ते", "दिल्ली",
+           "北京", "谢谢", "東京", "ありがとう", "서울", "감사합니다"]
 WORDS = ["alpha", "nordic", "blue", "river", "data", "kontakt", "prague", "berlin", "lyon", "shop", "news", "team"]
 
 
@@ -57,6 +66,12 @@ def make_span(kind, rng):
         path = "/".join(w() for _ in range(rng.randint(0, 2)))
         return (rng.choice(["https://", "http://", "https://www."]) + f"{w()}-{w()}.{rng.choice(['com', 'org', 'eu'])}"
                 + (f"/{path}" if path else "") + (f"?page={rng.randint(1, 99)}" if rng.random() < 0.3 else ""))
+    if kind == "code":
+        n = rng.randint(0, 20)
+        return rng.choice([f"C:\\Users\\{w()}\\{w()}.docx", f"~/{w()}/{w()}", f"{w()}[{n}]", "{" + w() + "}",
+                           f"{w()}^{n}", f"`{w()}`", f"<{w()}>", f"{w()}->{w()}"])
+    if kind == "scripts":
+        return rng.choice(FOREIGN)
     if kind == "email":
         return f"{w()}{rng.choice(['.', '_', ''])}{w()}{rng.randint(1, 99) if rng.random() < 0.5 else ''}@{w()}.{rng.choice(['com', 'de', 'fr', 'cz'])}"
     return "".join(rng.choice(EMOJI) for _ in range(rng.randint(1, 2)))
@@ -100,7 +115,8 @@ def run_checks(client, root, limit, batch_size, log):
     rng = random.Random(20261201)
     caps_total = caps_same = 0
     runs_total = runs_bad = 0
-    spans = {k: [0, 0] for k in ("url", "email", "emoji")}
+    spans = {k: [0, 0] for k in ("url", "email", "emoji", "code", "scripts")}
+    rng_new = random.Random(20261207)  # code and scripts: their own, so the older kinds' spans stay as they were
     examples = {"runs": [], "all_caps": [], "passthrough": []}
     for s, t in TATOEBA:
         pair = f"tatoeba.{'-'.join(sorted((s, t), key=lambda x: x != 'en'))}"
@@ -124,8 +140,9 @@ def run_checks(client, root, limit, batch_size, log):
             if not same and len(examples["all_caps"]) < 5:
                 examples["all_caps"].append({"source": x.upper(), "output": u, "normal_case_output": h})
         for kind in spans:
-            made = [make_span(kind, rng) for _ in src]
-            texts = [with_span(x, sp, rng) for x, sp in zip(src, made)]
+            r = rng if kind in ("url", "email", "emoji") else rng_new
+            made = [make_span(kind, r) for _ in src]
+            texts = [with_span(x, sp, r) for x, sp in zip(src, made)]
             outs = translate(texts, s, t)
             for sp, x, o in zip(made, texts, outs):
                 spans[kind][0] += 1
@@ -144,7 +161,10 @@ def run_checks(client, root, limit, batch_size, log):
 def print_report(r, out=sys.stdout):
     out.write(f"{'check':<12} {'measured':>9} {'target':>8}  count\n")
     for key, label, cmp in (("digits", "digits", ">="), ("url", "URLs", ">="), ("email", "e-mails", ">="),
-                            ("emoji", "emoji", ">="), ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
+                            ("emoji", "emoji", ">="), ("code", "code", ">="), ("scripts", "scripts", ">="),
+                            ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
+        if key not in r:  # a report from before the kind was measured
+            continue
         v = r[key]["share"]
         n = r[key].get("sentences") or r[key].get("spans") or r[key].get("outputs")
         shown = "n/a" if v is None else f"{100 * v:8.1f}%"

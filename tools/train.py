@@ -754,6 +754,9 @@ def cmd_export(args):
             log(f"{args.out} vouched for {sorted(old_cfg['precision_checks'])} on its old weights: measure again "
                 f"with tools/check_precision.py {args.out} --sets multi30k/test_2016_flickr,flores101,tatoeba "
                 f"--limit 500 --write (until then --precision auto runs F32)")
+        if "pass_through_characters" in kept:
+            log(f"{args.out}'s decoding.pass_through_characters was measured on its old weights: measure again "
+                f"with tools/check_characters.py {args.out} --write")
     model = Transformer(cfg)
     model.load_state_dict(state["model"])
     spm_model = args.spm or state["args"]["spm"]
