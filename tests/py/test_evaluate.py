@@ -376,6 +376,11 @@ def check_suite(srv, tmp):
                "robustness: ALL-CAPS compared case-insensitively; a span counts only when unchanged "
                "(upper-cased URLs and e-mails do not, emoji do except in the looping sentence)",
                json.dumps({k: rob[k] for k in ("all_caps", "url", "email", "emoji")}))
+        tap.ok(rob["code"]["spans"] == rob["url"]["spans"] > 0 and rob["code"]["share"] == 0
+               and 0.5 <= rob["scripts"]["share"] < 1.0,
+               "robustness: technical words and words in other scripts, one a sentence; upper-cased ones count as "
+               "changed (code has letters everywhere, Cyrillic and Greek words have case, the rest do not)",
+               json.dumps({k: rob[k] for k in ("url", "code", "scripts")}))
     srv.httpd.translate = lambda q, s_, t_: srv.httpd.table.get(q, q.upper())
 
 
