@@ -174,6 +174,18 @@ static int word_alignment(const dmt_model *m, const dmt_hypothesis *h, dmt_trans
     return 0;
 }
 
+/* Puts the source's final run of marks back into every translation (model/marks.h). */
+static int restore_marks(dmt_translate_output *o) {
+    for (int r = 0; r < o->n; r++) {
+        size_t len = 0;
+        char *t = dmt_marks_restore(o->texts[r], strlen(o->texts[r]), &o->marks, &len);
+        if (!t) return -1;
+        free(o->texts[r]);
+        o->texts[r] = t;
+    }
+    return 0;
+}
+
 /* Fills o with the single translation "" (empty input), or the sentence as it
  * was when it held nothing to translate (no letter or digit) or nothing but
  * pass-through spans and punctuation. */
@@ -182,7 +194,7 @@ static int empty_translation(dmt_translate_output *o) {
     o->scores = calloc(1, sizeof *o->scores);
     if (!o->texts || !o->scores || !(o->texts[0] = strdup(o->pass ? o->pass->original : ""))) return -1;
     o->n = 1;
-    return 0;
+    return o->marks.len ? restore_marks(o) : 0;
 }
 
 /* Puts the spans kept out of the model back into every translation: the best one
@@ -228,14 +240,18 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     o->out_tokens = nb->hyps[0].n_tokens;
     if (word_alignment(m, &nb->hyps[0], o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
     if (o->pass && restore_spans(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+    if (o->marks.len && restore_marks(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
     return 0;
 }
 
+static int encode_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o);
+
 /* One sentence's pieces into ids (language tokens made <unk>, no </s>), with the
+ * text rules: nothing to translate, the final run of marks, the pass-through and the
  * all-caps rule; the count, or -1 with o->error set. */
 static int tokenize_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
-    char *cased = NULL;
     o->all_caps = 0;
+    memset(&o->marks, 0, sizeof o->marks);
     dmt_passthrough_clear(o->pass);
     free(o->pass);
     o->pass = NULL;
@@ -250,6 +266,25 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
         *o->pass = verbatim;
         return 0;
     }
+    char *unmarked = NULL; /* "What???" -> "What?" for the model; the run goes back in detokenize */
+    if (dmt_marks_find(text, len, &o->marks)) {
+        size_t n = 0;
+        if (!(unmarked = dmt_marks_strip(text, len, &o->marks, &n))) {
+            snprintf(o->error, sizeof o->error, "out of memory");
+            return -1;
+        }
+        text = unmarked;
+        len = n;
+    }
+    int k = encode_source(m, text, len, ids, o);
+    free(unmarked);
+    return k;
+}
+
+/* tokenize_source after the sentence's final run of marks: the pass-through, the
+ * all-caps rule, the pieces. */
+static int encode_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
+    char *cased = NULL;
     if (m->cfg.decoding.pass_through) {
         dmt_passthrough found;
         int spans = find_spans(m, text, len, &found);

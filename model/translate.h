@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "model/beam.h"
+#include "model/marks.h"
 #include "model/model.h"
 #include "model/passthrough.h"
 
@@ -40,6 +41,8 @@ typedef struct {
     int *src_words;    /* [src_tokens] the source word of each source piece (dmt_translate_encode); malloc'd */
     dmt_passthrough *pass; /* the URLs, addresses and emoji kept out of the model (decoding.pass_through),
                             * put back into texts and counted in alignment's words; NULL: none; malloc'd */
+    dmt_marks marks;   /* the source's final run of marks ("!!!"), given to the model as one and put
+                        * back into texts (model/marks.h); len 0: none */
 } dmt_translate_output;
 
 /* Translates n sentences with one beam search. 0 when the batch ran (individual

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "model/config.h"
+#include "model/marks.h"
 #include "model/passthrough.h"
 #include "model/scripts.h"
 #include "text/detect.h"
@@ -364,6 +365,23 @@ static void check_verbatim(const uint8_t *data, size_t size) {
     dmt_passthrough_clear(&p);
 }
 
+/* model/marks.c: the run put back into the model's input gives the sentence back */
+static void check_marks(const uint8_t *data, size_t size) {
+    dmt_marks m;
+    if (!dmt_marks_find((const char *)data, size, &m)) {
+        REQUIRE(m.len == 0, "no run, yet a length");
+        return;
+    }
+    REQUIRE(m.len >= 2 && m.len <= DMT_MARKS_MAX && m.start + m.len <= size, "run out of place");
+    size_t n = 0, k = 0;
+    char *input = dmt_marks_strip((const char *)data, size, &m, &n);
+    REQUIRE(input && n == size - m.len + 1, "strip");
+    char *back = dmt_marks_restore(input, n, &m, &k);
+    REQUIRE(back && k == size && !memcmp(back, data, size), "restore(strip(text)) is not text");
+    free(input);
+    free(back);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
@@ -376,5 +394,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_passthrough(data, size, 1);
     check_scripts(data, size);
     check_verbatim(data, size);
+    check_marks(data, size);
     return 0;
 }
