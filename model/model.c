@@ -504,8 +504,8 @@ static int build_digit_table(dmt_model *m, char *err, size_t errlen) {
 }
 
 /* decoding.pass_through: the printable ASCII characters the vocabulary lacks or
- * decoding.pass_through_characters names, and the scripts of the model's languages
- * (0 when one is not known). */
+ * decoding.pass_through_characters names, the letters that are words in none of the
+ * model's languages and the scripts of those languages (0 when one is not known). */
 static void build_spelling(dmt_model *m) {
     for (int c = 0x21; c < 0x7F; c++) {
         char one = (char)c;
@@ -513,6 +513,14 @@ static void build_spelling(dmt_model *m) {
                               strchr(m->cfg.decoding.pass_through_characters, c) != NULL;
     }
     uint64_t all = 0;
+    uint32_t lone = (1u << 26) - 1;
+    for (int i = 0; i < m->cfg.n_languages; i++) {
+        const char *words = dmt_language_letter_words(m->cfg.languages[i].code);
+        for (const char *w = words; w && *w; w++)
+            if (*w >= 'a' && *w <= 'z') lone &= ~(1u << (*w - 'a'));
+        if (!words) lone = 0;
+    }
+    m->lone_letters = m->cfg.n_languages ? lone : 0;
     for (int i = 0; i < m->cfg.n_languages; i++) {
         uint64_t s = dmt_language_scripts(m->cfg.languages[i].code);
         if (!s) return;

@@ -93,6 +93,8 @@ typedef struct dmt_model {
                                             decoding.pass_through_characters names */
     uint64_t scripts;                    /* the scripts (model/scripts.h) its languages are written in; 0: a
                                             language whose script is not known, and no script test */
+    uint32_t lone_letters;               /* bit c - 'a': an ASCII letter that alone is a word in none of its
+                                            languages ("x", "n"); 0: a language the table does not know */
     struct dmt_shortlist *shortlist;     /* MODEL_DIR/shortlist.bin (model/shortlist.h); NULL when the
                                             directory has none or the load options turn it off */
     /* load bookkeeping */

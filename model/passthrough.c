@@ -137,6 +137,9 @@ static size_t span_length(const char *w, size_t n, const dmt_passthrough_spellin
     if (b == a) return 0;
     if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a)) return end;
     if (!spelling) return 0;
+    if (b - a == 1 && is_alpha((unsigned char)w[a]) && (spelling->lone_letters >> ((w[a] | 32) - 'a') & 1) &&
+        !memchr(w + b, '.', n - b))
+        return end; /* a letter alone: a variable or a label ("x", "Plan B") */
     int wide = 0; /* only a word with a character outside ASCII can be one the model cannot spell otherwise */
     for (size_t i = a; i < b && !wide; i++) wide = (unsigned char)w[i] >= 0x80;
     return wide && spelling->unspellable && spelling->unspellable(spelling->arg, w + a, b - a) ? end : 0;
@@ -161,13 +164,16 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
     /* a quick look first: most sentences have neither '@' nor "://" nor "www." nor
      * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live), nor, with an
      * unspellable test, any character outside ASCII, nor an ASCII character the
-     * vocabulary lacks */
+     * vocabulary lacks, nor a letter alone that is no word */
     int maybe = memchr(text, '@', len) != NULL;
     const unsigned char *missing = spelling ? spelling->missing_ascii : NULL;
     unsigned char wide = spelling && spelling->unspellable ? 0xC0 : 0xE2;
+    unsigned lone = spelling ? spelling->lone_letters : 0;
     for (size_t i = 0; !maybe && i < len; i++) {
         unsigned char c = (unsigned char)text[i];
-        maybe = c >= wide || (missing && c < 0x80 && missing[c]);
+        maybe = c >= wide || (missing && c < 0x80 && missing[c]) ||
+                (is_alpha(c) && (lone >> ((c | 32) - 'a') & 1) && (i == 0 || !is_alnum((unsigned char)text[i - 1])) &&
+                 (i + 1 == len || !is_alnum((unsigned char)text[i + 1])));
     }
     for (size_t i = 0; !maybe && i + 3 <= len; i++)
         maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||

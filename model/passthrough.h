@@ -18,6 +18,9 @@
  * With the model's spelling (dmt_passthrough_find_with; translate.c gives it from
  * the vocabulary and the model's languages), a word the model cannot spell is a
  * span too:
+ * - an ASCII letter alone that is a word in none of the model's languages: a
+ *   variable or a label the model dropped ("Let x be" -> "Lass uns ... sein",
+ *   "Plan B" -> "Der Plan");
  * - one with an ASCII character the vocabulary lacks (the default model drops
  *   '<': "x < 3" had given "x 3");
  * - one in a script the model cannot spell or was not trained on: an Arabic,
@@ -72,6 +75,9 @@ typedef struct {
     dmt_passthrough_unspellable unspellable; /* asked about each word with a character outside ASCII
                                                 (NULL: none is a span for that) */
     void *arg;                               /* unspellable's first argument */
+    unsigned lone_letters;                   /* bit c - 'a': an ASCII letter that alone is no word of the
+                                                model's languages; a word of it alone ("x", "(b)", "B,", not
+                                                "B." which may be an initial or "M." for Monsieur) is a span */
 } dmt_passthrough_spelling;
 
 /* dmt_passthrough_find, with the words the model cannot spell as spans too

@@ -117,6 +117,23 @@ dmt_scripts dmt_language_scripts(const char *code) {
     return 0;
 }
 
+/* One-letter words of Latin-script languages (French "h": 14 h 30, an hour). */
+static const struct {
+    const char *codes, *letters;
+} letter_words[] = {
+    {"en", "ai"}, {"de", ""}, {"fr", "ahy"}, {"cs", "aikosuvz"}, {"sk", "aikosuvz"}, {"pl", "aiouwz"},
+    {"es", "aeouy"}, {"pt pb", "aeo"}, {"it", "aeio"}, {"nl", "u"}, {"ca", "aeio"}, {"ro", "a"},
+    {"sv da nb nn no", "i"}, {"hu", "a"}, {"hr bs sr sl", "aiksuvoz"},
+};
+
+const char *dmt_language_letter_words(const char *code) {
+    if (!code) return NULL;
+    size_t n = strcspn(code, "-_");
+    for (size_t i = 0; n && i < sizeof letter_words / sizeof letter_words[0]; i++)
+        if (listed(letter_words[i].codes, code, n)) return letter_words[i].letters;
+    return NULL;
+}
+
 int dmt_scripts_foreign_letter(const char *s, size_t len, dmt_scripts known) {
     const unsigned char *u = (const unsigned char *)s;
     for (size_t i = 0; i < len;) {

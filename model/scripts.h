@@ -42,6 +42,12 @@ int dmt_script_of(long c);
  * code is one this table does not know. */
 dmt_scripts dmt_language_scripts(const char *code);
 
+/* The ASCII letters that are words on their own in a language, lower-case ("ai" for
+ * English: "a", "I"; "aikosuvz" for Czech; "" for German), or NULL when the table
+ * does not know the language. Any other letter alone ("x", "n", "Plan B") is a
+ * name, a variable or a label, which a small model drops or mangles. */
+const char *dmt_language_letter_words(const char *code);
+
 /* 1 when the len bytes of UTF-8 at s hold a letter of a script outside `known`,
  * else 0. Reading stops at the first invalid UTF-8 sequence. */
 int dmt_scripts_foreign_letter(const char *s, size_t len, dmt_scripts known);

@@ -77,7 +77,7 @@ static int unspellable(void *arg, const char *word, size_t len) {
 /* The sentence's spans (model/passthrough.h), with the vocabulary's tests. */
 static int find_spans(const dmt_model *m, const char *text, size_t len, dmt_passthrough *p) {
     if (!m->tokenizer) return dmt_passthrough_find(text, len, p);
-    dmt_passthrough_spelling spelling = {m->missing_ascii, unspellable, (void *)m};
+    dmt_passthrough_spelling spelling = {m->missing_ascii, unspellable, (void *)m, m->lone_letters};
     return dmt_passthrough_find_with(text, len, &spelling, p);
 }
 

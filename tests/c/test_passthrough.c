@@ -19,7 +19,7 @@ static int has_zhe(void *arg, const char *word, size_t len) {
 }
 
 static int find_with(const char *text, int *calls, dmt_passthrough *p) {
-    dmt_passthrough_spelling spelling = {NULL, has_zhe, calls};
+    dmt_passthrough_spelling spelling = {NULL, has_zhe, calls, 0};
     return dmt_passthrough_find_with(text, strlen(text), &spelling, p);
 }
 
@@ -27,7 +27,7 @@ static int find_with(const char *text, int *calls, dmt_passthrough *p) {
 static int find_missing_ascii(const char *text, int *calls, dmt_passthrough *p) {
     static unsigned char missing[128];
     missing['<'] = missing['~'] = 1;
-    dmt_passthrough_spelling spelling = {missing, has_zhe, calls};
+    dmt_passthrough_spelling spelling = {missing, has_zhe, calls, 0};
     return dmt_passthrough_find_with(text, strlen(text), &spelling, p);
 }
 
@@ -207,6 +207,26 @@ int main(void) {
         CHECK(find_with("\xD0\xB6\xD1\x83\xD0\xBA \xD0\xB6\xD0\xB0.", &calls, &p) == 1 &&
                   p.n_spans == 2 && p.n_kept == 0 && !strcmp(p.stripped, ""),
               "a sentence of nothing else: nothing to translate (it comes back as it was)", "'%s'", p.stripped);
+        dmt_passthrough_clear(&p);
+    }
+    /* --- letters alone -------------------------------------------------------- */
+    {
+        dmt_passthrough_spelling letters = {NULL, NULL, NULL, (1u << 26) - 1};
+        letters.lone_letters &= ~(1u << 0 | 1u << ('i' - 'a')); /* English: "a" and "I" are words */
+        const char *text = "Let x be a (n) and Plan B, I said to A.";
+        CHECK(dmt_passthrough_find_with(text, strlen(text), &letters, &p) == 1 && p.n_spans == 3 &&
+                  !strcmp(p.stripped, "Let be a and Plan, I said to A."),
+              "a letter alone that is no word is a span, brackets and a comma after it too; words and "
+              "a letter before a full stop (an initial, M. for Monsieur) are not",
+              "'%s' %d", p.stripped, p.n_spans);
+        dmt_passthrough_clear(&p);
+        letters.lone_letters = 0;
+        CHECK(dmt_passthrough_find_with(text, strlen(text), &letters, &p) == 0, "no letters given: no span");
+        dmt_passthrough_clear(&p);
+        letters.lone_letters = 1u << ('x' - 'a');
+        text = "x-ray, xx, x1 and 3x";
+        CHECK(dmt_passthrough_find_with(text, strlen(text), &letters, &p) == 0,
+              "a letter inside a word or beside a digit is no letter alone");
         dmt_passthrough_clear(&p);
     }
     /* --- nothing to translate ------------------------------------------------- */

@@ -60,6 +60,13 @@ int main(void) {
               dmt_language_scripts("english") == 0 && dmt_language_scripts("de-") == BIT(LATIN),
           "unknown codes give 0, never a guess; a code's prefix is not the code");
 
+    /* --- one-letter words --------------------------------------------------- */
+    CHECK(!strcmp(dmt_language_letter_words("en"), "ai") && !strcmp(dmt_language_letter_words("de-AT"), "") &&
+              !strcmp(dmt_language_letter_words("cs"), "aikosuvz") && strchr(dmt_language_letter_words("fr"), 'y') &&
+              dmt_language_letter_words("xx") == NULL && dmt_language_letter_words("") == NULL &&
+              dmt_language_letter_words(NULL) == NULL,
+          "one-letter words: English a and I, none in German, Czech's eight, French y; unknown codes NULL");
+
     /* --- foreign letters ----------------------------------------------------------- */
     dmt_scripts latin = BIT(LATIN);
     CHECK(foreign("\xD0\x9C\xD0\xBE\xD1\x81\xD0\xBA\xD0\xB2\xD0\xB0", latin) &&

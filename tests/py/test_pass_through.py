@@ -23,7 +23,9 @@ put back into its translation:
   model, which drops it), or one decoding.pass_through_characters names (characters
   tools/check_characters.py measured the model losing: a Windows path, ~/backup,
   a[0], {name}, x^2 and `make` come out as they were; without the key, the model
-  mangles them).
+  mangles them);
+- so is a letter alone that is a word in none of the model's languages ("x", "Plan
+  B"), which the model drops or mangles.
 With pass_through false the same lines reach the model, which mangles some of the
 spans (so the rule is what keeps them). A value that is not a boolean is refused at
 load, naming the key.
@@ -118,8 +120,8 @@ def main():
         words_kept(binary, on, plain, ["\u041c\u043e\u0441\u043a\u0432\u0430", "\u041a\u0438\u0457\u0432",
                                        "\u0421\u043e\u0444\u0438\u044f"],  # Москва, Київ, София
                    "Cyrillic words, which the vocabulary spells,")
-        # a code the script table does not know
-        unknown = model_with_config(base, tmp, "unknown-script", lambda c: c["languages"][-1].update(code="qq"))
+        # a language code the script and letter tables do not know: those rules are off
+        unknown = model_with_config(base, tmp, "unknown-language", lambda c: c["languages"][-1].update(code="qq"))
         code = [("Open C:\\Users\\anna\\report.docx and print it.", "C:\\Users\\anna\\report.docx"),
                 ("Copy the file to ~/backup before you start.", "~/backup"),
                 ("The array a[0] holds the first value.", "a[0]"), ("Write {name} where the name goes.", "{name}"),
@@ -128,6 +130,16 @@ def main():
         kept = sum(g.count(w) == 1 for g, (_, w) in zip(got, code))
         tap.ok(rc == 0 and kept == len(code), f"words with characters the model loses come out as they were "
                f"({kept}/{len(code)})", detail="\n".join(got) + err[-300:])
+        alone = [("Let x be the number of apples.", " x "), ("The value of n is large.", " n "),
+                 ("Plan B is better.", " B "), ("Press the key b to go back.", " b ")]
+        rc, got, err = translate_lines(binary, on, [a for a, _ in alone])
+        rc_off, got_off, _ = translate_lines(binary, unknown, [a for a, _ in alone])
+        kept = sum(w in f" {g} " for g, (_, w) in zip(got, alone))
+        lost = sum(w not in f" {g} " for g, (_, w) in zip(got_off, alone))
+        tap.ok(rc == 0 and rc_off == 0 and kept == len(alone) and lost >= 2,
+               f"letters alone that are no word come out as they were ({kept}/{len(alone)}); with a language the "
+               f"table does not know, the model gets them and drops or mangles {lost}",
+               detail="\n".join(f"{a!r} -> {b!r} / {c!r}" for (a, _), b, c in zip(alone, got, got_off)))
         keyless = model_with_config(base, tmp, "keyless", lambda c: c["decoding"].pop("pass_through_characters", None))
         rc, got, err = translate_lines(binary, keyless, [c for c, _ in code])
         mangled = sum(g.count(w) != 1 for g, (_, w) in zip(got, code))
