@@ -97,14 +97,9 @@ static int has_content(const char *s, size_t n) {
     return 0;
 }
 
-int dmt_passthrough_verbatim(const char *text, size_t len, dmt_passthrough *p) {
-    memset(p, 0, sizeof *p);
-    size_t i = 0;
-    while (i < len && is_space((unsigned char)text[i])) i++;
-    if (i == len || has_content(text, len)) return 0;
-    p->original = malloc(len + 1);
-    p->stripped = calloc(1, 1);
-    if (!p->original || !p->stripped) {
+/* p->original: a copy of the sentence. 1, or -1 (p cleared) when out of memory. */
+static int keep_original(dmt_passthrough *p, const char *text, size_t len) {
+    if (!(p->original = malloc(len + 1))) {
         dmt_passthrough_clear(p);
         return -1;
     }
@@ -112,6 +107,15 @@ int dmt_passthrough_verbatim(const char *text, size_t len, dmt_passthrough *p) {
     p->original[len] = 0;
     p->original_len = len;
     return 1;
+}
+
+int dmt_passthrough_verbatim(const char *text, size_t len, dmt_passthrough *p) {
+    memset(p, 0, sizeof *p);
+    size_t i = 0;
+    while (i < len && is_space((unsigned char)text[i])) i++;
+    if (i == len || has_content(text, len)) return 0;
+    if (!(p->stripped = calloc(1, 1))) return -1;
+    return keep_original(p, text, len);
 }
 
 /* Whether s[0..n) is nothing but ASCII symbols and punctuation ("<", "<=", "->"). */
@@ -240,14 +244,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
     }
     p->stripped[out] = 0;
     p->stripped_len = out;
-    if (!(p->original = malloc(len + 1))) {
-        dmt_passthrough_clear(p);
-        return -1;
-    }
-    memcpy(p->original, text, len);
-    p->original[len] = 0;
-    p->original_len = len;
-    return 1;
+    return keep_original(p, text, len);
 }
 
 /* where a span goes: before target word t, or after it (before its trailing
