@@ -293,6 +293,12 @@ typedef struct {
     int s, t, seq;
 } pair_row;
 
+/* Whether text[0..at) ends with .,;:!? before white space. */
+static int after_punctuation(const char *text, size_t at) {
+    while (at > 0 && is_space((unsigned char)text[at - 1])) at--;
+    return at > 0 && is_trailing((unsigned char)text[at - 1]);
+}
+
 static int by_target(const void *a, const void *b) {
     const pair_row *x = a, *y = b;
     return x->t != y->t ? (x->t > y->t) - (x->t < y->t) : (x->seq > y->seq) - (x->seq < y->seq);
@@ -322,7 +328,13 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         free(out); free(at); free(new_t); free(span_t);
         return NULL;
     }
-    for (int i = 0; i < p->n_spans; i++) at[i] = place_span(p, &p->spans[i], tr, tr_len, pairs, n_pairs, nt);
+    for (int i = 0; i < p->n_spans; i++) {
+        at[i] = place_span(p, &p->spans[i], tr, tr_len, pairs, n_pairs, nt);
+        /* after the last word: before its closing punctuation ("Besuchen Sie https://x.org.", not
+         * "Besuchen Sie. https://x.org"), unless the source had punctuation before the span too
+         * ("... a new dog. info@example.org") */
+        if (at[i].after && at[i].t == nt - 1 && !after_punctuation(p->original, p->spans[i].start)) at[i].split = 1;
+    }
     size_t o = 0, i = 0;
     int t = 0, w = 0; /* target word, output word */
     while (i < tr_len) {

@@ -4,16 +4,22 @@
  * A small translation model mangles what it should copy: "https://example.com/a?b=1"
  * comes out as pieces of German. With config.json's "decoding": {"pass_through":
  * true}, a sentence's URLs (http://, https://, ftp://, mailto:, www.), e-mail
- * addresses and words of nothing but emoji are taken out before tokenization, the rest is translated, and each one is put
- * back, byte for byte, after the target word aligned to the source word before it
- * (ASCII symbols right before a number, "x < 3": before the number in the translation)
- * (model/translate.h's word alignment), before that word's closing punctuation
- * where the source had the span right before its own. A span that starts the
- * sentence starts the translation; one that ends it ends it ("Visit https://x.org."
- * -> "Besuchen Sie https://x.org.", though the verb may move). A span is a whitespace-separated word whose core
- * (without opening brackets and quotes, and closing ones and .,;:!? at its end) is
- * a URL, an address or emoji (pictographs, with their joiners and modifiers); the word's trailing .,;:!? stays in the sentence, glued to
- * the word before. A sentence that is nothing but spans is given back as it is.
+ * addresses and words of nothing but emoji are taken out before tokenization, the
+ * rest is translated, and each one is put back, byte for byte:
+ * - after the target word aligned to the source word before it (model/translate.h's
+ *   word alignment), before that word's closing punctuation where the source had
+ *   the span right before its own;
+ * - ASCII symbols right before a number ("x < 3"): before the number in the
+ *   translation;
+ * - a span that starts the sentence starts the translation; one that ends it, or is
+ *   placed after the last word, ends it, before its closing punctuation unless the
+ *   source had punctuation before the span ("Visit https://x.org." -> "Besuchen Sie
+ *   https://x.org.", though the verb may move).
+ * A span is a whitespace-separated word whose core (without opening brackets and
+ * quotes, and closing ones and .,;:!? at its end) is a URL, an address or emoji
+ * (pictographs, with their joiners and modifiers); the word's trailing .,;:!? stays
+ * in the sentence, glued to the word before. A sentence that is nothing but spans is
+ * given back as it is.
  *
  * With the model's spelling (dmt_passthrough_find_with; translate.c gives it from
  * the vocabulary and the model's languages), a word the model cannot spell is a

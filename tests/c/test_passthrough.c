@@ -155,6 +155,11 @@ int main(void) {
         CHECK(restores_to("Skura bought a new dog. info@example.org", "Skura hat einen neuen Hund gekauft.", pairs, 5,
                           "Skura hat einen neuen Hund gekauft. info@example.org", NULL, 0),
               "a span that ends the sentence ends the translation, whatever the word before aligns to");
+        static const int two[] = {0, 0, 1, 1};
+        CHECK(restores_to("Write to a@b.cz", "Schreib an.", two, 2, "Schreib an a@b.cz.", NULL, 0) &&
+                  restores_to("Mail https://x.org now", "Jetzt mailen!", (const int[]){0, 1, 2, 1}, 2,
+                              "Jetzt mailen https://x.org!", NULL, 0),
+              "placed after the last word, a span goes before the full stop the model added or ended on");
         CHECK(restores_to("Skura bought a new dog at www.dogs.cz.", "Skura hat bei einen neuen Hund gekauft.", pairs, 5,
                           "Skura hat bei einen neuen Hund gekauft www.dogs.cz.", NULL, 0),
               "... before the final full stop when the source had it so");
