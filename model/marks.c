@@ -37,14 +37,21 @@ int dmt_marks_find(const char *text, size_t len, dmt_marks *m) {
     while (start > 0 && is_mark(text[start - 1])) start--;
     size_t n = end - start;
     if (n < 2 || n > DMT_MARKS_MAX || start == 0) return 0;
-    unsigned char before = (unsigned char)text[start - 1];
+    /* one space between the word and its run ("Super !!!", "10/10 !!!") is the
+     * writer's spacing: the model gets the mark on its word, the run comes back
+     * with the space */
+    size_t word_end = start;
+    if (start >= 2 && text[start - 1] == ' ' && !is_space(text[start - 2])) word_end--;
+    unsigned char before = (unsigned char)text[word_end - 1];
     /* after a word: a letter or digit, or the last byte of a wider character */
     int word = (before >= '0' && before <= '9') || ((before | 32) >= 'a' && (before | 32) <= 'z') || before >= 0x80;
     if (!word) return 0;
-    m->start = start;
-    m->len = n;
+    m->start = word_end;
+    m->len = end - word_end;
+    m->spaced = word_end < start;
     memcpy(m->run, text + start, n);
     m->run[n] = 0;
+    m->marks = n;
     m->single = memchr(m->run, '?', n) ? '?' : memchr(m->run, '!', n) ? '!' : '.';
     return 1;
 }
@@ -68,5 +75,11 @@ char *dmt_marks_strip(const char *text, size_t len, const dmt_marks *m, size_t *
 char *dmt_marks_restore(const char *tr, size_t len, const dmt_marks *m, size_t *out_len) {
     size_t end = tail_start(tr, len), start = end;
     while (start > 0 && is_mark(tr[start - 1])) start--;
-    return join3(tr, start, m->run, m->len, tr + end, len - end, out_len);
+    /* the source's space before its run, unless the translation has one there */
+    char run[DMT_MARKS_MAX + 2];
+    size_t n = 0;
+    if (m->spaced && start > 0 && !is_space(tr[start - 1])) run[n++] = ' ';
+    memcpy(run + n, m->run, m->marks);
+    n += m->marks;
+    return join3(tr, start, run, n, tr + end, len - end, out_len);
 }

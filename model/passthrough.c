@@ -125,6 +125,17 @@ static int is_symbols(const char *s, size_t n) {
     return n > 0;
 }
 
+/* Whether s[0..n) is a rule, a blank or a row of stars: 3 or more of one ASCII
+ * symbol other than .,;:!? ("-----", "_____", "*****", "=====", "~~~"). The model
+ * shortens, lengthens or drops them ("Name: _____" gave "Name: ________/"). */
+static int is_symbol_run(const char *s, size_t n) {
+    unsigned char c = (unsigned char)s[0];
+    if (n < 3 || c <= ' ' || c >= 0x7F || is_alnum(c) || is_trailing(c)) return 0;
+    for (size_t i = 1; i < n; i++)
+        if (s[i] != s[0]) return 0;
+    return 1;
+}
+
 /* The length of word w[0..n) that is a span (its trailing .,;:!? left out), or 0. */
 static size_t span_length(const char *w, size_t n, const dmt_passthrough_spelling *spelling) {
     size_t end = n;
@@ -139,7 +150,8 @@ static size_t span_length(const char *w, size_t n, const dmt_passthrough_spellin
     while (a < b && w[a] && strchr("([{<\"'", w[a])) a++;
     while (b > a && w[b - 1] && (strchr(")]}>\"'", w[b - 1]) || is_trailing((unsigned char)w[b - 1]))) b--;
     if (b == a) return 0;
-    if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a)) return end;
+    if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a) || is_symbol_run(w, end))
+        return end;
     if (!spelling) return 0;
     if (b - a == 1 && is_alpha((unsigned char)w[a]) && (spelling->lone_letters >> ((w[a] | 32) - 'a') & 1) &&
         !memchr(w + b, '.', n - b))
@@ -181,7 +193,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
     }
     for (size_t i = 0; !maybe && i + 3 <= len; i++)
         maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||
-                has_prefix(text + i, len - i, "mailto:");
+                has_prefix(text + i, len - i, "mailto:") || is_symbol_run(text + i, 3);
     if (!maybe) return 0;
     size_t words = 0;
     for (size_t i = 0; i < len; i++)

@@ -17,7 +17,9 @@
  *   https://x.org.", though the verb may move).
  * A span is a whitespace-separated word whose core (without opening brackets and
  * quotes, and closing ones and .,;:!? at its end) is a URL, an address or emoji
- * (pictographs, with their joiners and modifiers); the word's trailing .,;:!? stays
+ * (pictographs, with their joiners and modifiers), or a rule, a blank or a row of
+ * stars (3 or more of one ASCII symbol other than .,;:!?: "-----", "_____", "***",
+ * which the model shortened, lengthened or dropped); the word's trailing .,;:!? stays
  * in the sentence, glued to the word before. A sentence that is nothing but spans is
  * given back as it is.
  *

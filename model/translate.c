@@ -246,6 +246,21 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
 
 static int encode_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o);
 
+/* found (filled by a dmt_passthrough_* call that returned status) becomes o->pass
+ * when status > 0; status, or -1 with o->error set when out of memory. */
+static int adopt_pass(dmt_translate_output *o, dmt_passthrough *found, int status) {
+    if (status > 0 && !(o->pass = malloc(sizeof *o->pass))) {
+        dmt_passthrough_clear(found);
+        status = -1;
+    }
+    if (status < 0) {
+        snprintf(o->error, sizeof o->error, "out of memory");
+        return -1;
+    }
+    if (status > 0) *o->pass = *found;
+    return status;
+}
+
 /* One sentence's pieces into ids (language tokens made <unk>, no </s>), with the
  * text rules: nothing to translate, the final run of marks, the pass-through and the
  * all-caps rule; the count, or -1 with o->error set. */
@@ -256,16 +271,8 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
     free(o->pass);
     o->pass = NULL;
     dmt_passthrough verbatim; /* no letter or digit: nothing to translate, given back as it is */
-    int nothing = dmt_passthrough_verbatim(text, len, &verbatim);
-    if (nothing > 0 && !(o->pass = malloc(sizeof *o->pass))) dmt_passthrough_clear(&verbatim);
-    if (nothing < 0 || (nothing > 0 && !o->pass)) {
-        snprintf(o->error, sizeof o->error, "out of memory");
-        return -1;
-    }
-    if (nothing > 0) {
-        *o->pass = verbatim;
-        return 0;
-    }
+    int nothing = adopt_pass(o, &verbatim, dmt_passthrough_verbatim(text, len, &verbatim));
+    if (nothing) return nothing < 0 ? -1 : 0;
     char *unmarked = NULL; /* "What???" -> "What?" for the model; the run goes back in detokenize */
     if (dmt_marks_find(text, len, &o->marks)) {
         size_t n = 0;
@@ -287,14 +294,9 @@ static int encode_source(const dmt_model *m, const char *text, size_t len, int32
     char *cased = NULL;
     if (m->cfg.decoding.pass_through) {
         dmt_passthrough found;
-        int spans = find_spans(m, text, len, &found);
-        if (spans > 0 && !(o->pass = malloc(sizeof *o->pass))) dmt_passthrough_clear(&found);
-        if (spans < 0 || (spans > 0 && !o->pass)) {
-            snprintf(o->error, sizeof o->error, "out of memory");
-            return -1;
-        }
+        int spans = adopt_pass(o, &found, find_spans(m, text, len, &found));
+        if (spans < 0) return -1;
         if (spans > 0) {
-            *o->pass = found;
             text = o->pass->stripped;
             len = o->pass->stripped_len;
         }

@@ -38,9 +38,14 @@ int main(void) {
     CHECK(round_trip("Version 2..", "Version 2.", "Version 2", "Version 2.."), "after a digit; added where the translation has no mark");
     CHECK(round_trip("Gr\xC3\xBC\xC3\x9F!!", "Gr\xC3\xBC\xC3\x9F!", "Hi!", "Hi!!"), "after a letter outside ASCII");
     CHECK(round_trip("Hey!!", "Hey!", "", "!!"), "an empty translation gets the run");
+    CHECK(round_trip("Results: 10/10 !!!", "Results: 10/10!", "Ergebnis: 10/10!", "Ergebnis: 10/10 !!!") &&
+              round_trip("Super !!", "Super!", "Génial !", "Génial !!") &&
+              round_trip("Why ??", "Why?", "Warum", "Warum ??"),
+          "a run one space apart from its word: the mark on the word for the model, the space back with the run "
+          "(not doubled where the translation has it)");
 
     static const char *const none[] = {"Hello.", "Hello!", "What?", "", "!!!", "  ?!", "\"!!\"", "Hi!! there", "a.b..c d",
-                                       "Hi !!", "x!!!!!!!!!!!!!!!!!"};
+                                       "Hi  !!", " !!", "Hi\t!!", "x!!!!!!!!!!!!!!!!!"};
     int right = 0, n = (int)(sizeof none / sizeof none[0]);
     for (int i = 0; i < n; i++) {
         dmt_marks m;
@@ -48,7 +53,8 @@ int main(void) {
         if (!r && m.len == 0) right++;
         else printf("# '%s': a run of %zu\n", none[i], m.len);
     }
-    CHECK(right == n, "no run: one mark, none, marks alone, a run inside the sentence, one apart from its word, "
+    CHECK(right == n, "no run: one mark, none, marks alone, a run inside the sentence, one two spaces or a tab apart "
+                      "from its word, "
                       "more than 16", "%d/%d", right, n);
     return check_done();
 }

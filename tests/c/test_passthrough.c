@@ -304,5 +304,32 @@ int main(void) {
               "not for a span with letters, one with punctuation after it, or one glued to a word", "%d", p.n_spans);
         dmt_passthrough_clear(&p);
     }
+    { /* rules, blanks and rows of stars, for every model */
+        dmt_passthrough p;
+        CHECK(find("Name: __________ Date: __________", &p) == 1 && p.n_spans == 2 && !strcmp(p.stripped, "Name: Date:") &&
+                  p.spans[0].len == 10 && p.spans[0].prev == 0 && p.spans[1].prev == 1,
+              "blanks in a form: kept out, each after its label");
+        dmt_passthrough_clear(&p);
+        CHECK(find("Rating: ***** (five stars), see ~~~ and ===.", &p) == 1 && p.n_spans == 3 &&
+                  !strcmp(p.stripped, "Rating: (five stars), see and.") && p.spans[2].len == 3 && p.spans[2].glued,
+              "stars, tildes, equals signs; trailing punctuation stays in the sentence", "'%s'", p.stripped);
+        dmt_passthrough_clear(&p);
+        static const char *const none[] = {"He paused -- then left.", "Wait... what?!", "Really??? Yes!!!",
+                                           "a---b and -*- and __init__", "Use --- carefully", "x ;;; y ,,, z :::"};
+        int right = 0, n = (int)(sizeof none / sizeof none[0]);
+        for (int i = 0; i < n; i++) {
+            int r = find(none[i], &p);
+            if ((r == 0) == (i != 4)) right++;
+            else printf("# '%s': %d spans\n", none[i], p.n_spans);
+            dmt_passthrough_clear(&p);
+        }
+        CHECK(right == n, "not two dashes, marks or punctuation in a row, a run inside a word, or mixed symbols; "
+                          "three dashes alone are one", "%d/%d", right, n);
+        const int pairs[] = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4};
+        CHECK(restores_to("I ____ to school every day.", "Ich gehe jeden Tag zur Schule.", pairs, 1,
+                          "Ich ____ gehe jeden Tag zur Schule.", NULL, 0) &&
+                  restores_to("----- Bye.", "Tschüss.", NULL, 0, "----- Tschüss.", NULL, 0),
+              "back after the word aligned to the one before, or first");
+    }
     return check_done();
 }

@@ -372,7 +372,9 @@ static void check_marks(const uint8_t *data, size_t size) {
         REQUIRE(m.len == 0, "no run, yet a length");
         return;
     }
-    REQUIRE(m.len >= 2 && m.len <= DMT_MARKS_MAX && m.start + m.len <= size, "run out of place");
+    REQUIRE(m.marks >= 2 && m.marks <= DMT_MARKS_MAX && m.len == m.marks + (size_t)m.spaced &&
+                m.start + m.len <= size && strlen(m.run) == m.marks,
+            "run out of place");
     size_t n = 0, k = 0;
     char *input = dmt_marks_strip((const char *)data, size, &m, &n);
     REQUIRE(input && n == size - m.len + 1, "strip");

@@ -6,6 +6,7 @@ to end with the shipped model. TAP.
   output ends with its source's run, and the rest is exactly the translation of the
   sentence with one mark ('?', else '!', else '.');
 - the model alone collapses most runs to one mark (so the rule is what keeps them);
+- a run one space apart from its word comes back with the space;
 - runs inside a sentence, lone marks and lines of marks alone are left as they were.
 """
 import os
@@ -18,7 +19,8 @@ import test_server as ts  # noqa: E402
 from testutil import repo_path, translate_lines  # noqa: E402
 
 RUNS = [("What is this???", "???"), ("This is amazing!!!", "!!!"), ("Are you serious?!", "?!"),
-        ("Wait for me...", "..."), ("Stop it now!!", "!!"), ("I cannot believe it!?", "!?")]
+        ("Wait for me...", "..."), ("Stop it now!!", "!!"), ("I cannot believe it!?", "!?"),
+        ("That was a great game !!!", " !!!")]
 
 
 def one_mark(line, run):

@@ -120,6 +120,8 @@ def main():
         words_kept(binary, on, plain, ["\u041c\u043e\u0441\u043a\u0432\u0430", "\u041a\u0438\u0457\u0432",
                                        "\u0421\u043e\u0444\u0438\u044f"],  # Москва, Київ, София
                    "Cyrillic words, which the vocabulary spells,")
+        words_kept(binary, on, plain, ["__________", "-----", "*****", "=====", "~~~~~~", "###", "+++++"],
+                   "rules, blanks and rows of stars (the model had made \"Name: _____\" \"Name: ________/\")")
         # a language code the script and letter tables do not know: those rules are off
         unknown = model_with_config(base, tmp, "unknown-language", lambda c: c["languages"][-1].update(code="qq"))
         code = [("Open C:\\Users\\anna\\report.docx and print it.", "C:\\Users\\anna\\report.docx"),
