@@ -16,13 +16,15 @@ What a user notices first, measured on the general-domain test sets (data/genera
   scripts     the same for a word in another script: Russian, Greek, Arabic, Hebrew,
               Hindi, Chinese, Japanese, Korean (copied by a model of Latin-script
               languages, not translated)
+  rules       the same for a rule, a blank or a row of stars: 3-12 of one of - _ * = ~ #
+              (a model shortens or lengthens them)
   all-caps    share of Tatoeba sentences whose ALL-CAPS form translates to the same
               text as the normal form, compared case-insensitively
   runs        share of Tatoeba translations holding a run of 4+ identical characters
               that the source does not hold ("Dammmmme")
 
-Targets (docs/evaluation.md): digits >= 95%, each pass-through kind (code and
-scripts too) >= 95%,
+Targets (docs/evaluation.md): digits >= 95%, each pass-through kind (code, scripts
+and rules too) >= 95%,
 all-caps >= 80%, runs < 0.5%. Standard library only; exit 0 when measured (the
 targets are reported, not enforced), 1-3 as scripts/evaluate.py.
 """
@@ -37,8 +39,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate as ev  # noqa: E402
 
-TARGETS = {"digits": 0.95, "url": 0.95, "email": 0.95, "emoji": 0.95, "code": 0.95, "scripts": 0.95, "all_caps": 0.80,
-           "runs": 0.005}
+TARGETS = {"digits": 0.95, "url": 0.95, "email": 0.95, "emoji": 0.95, "code": 0.95, "scripts": 0.95, "rules": 0.95,
+           "all_caps": 0.80, "runs": 0.005}
 DIGIT_DIRECTIONS = [("flores101.devtest", s, t) for s, t in
                     (("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en"))] + \
                    [("newstest2014.en-fr", "en", "fr"), ("newstest2020.en-de", "en", "de"),
@@ -72,6 +74,8 @@ def make_span(kind, rng):
                            f"{w()}^{n}", f"`{w()}`", f"<{w()}>", f"{w()}->{w()}"])
     if kind == "scripts":
         return rng.choice(FOREIGN)
+    if kind == "rules":
+        return rng.choice("-_*=~#") * rng.randint(3, 12)
     if kind == "email":
         return f"{w()}{rng.choice(['.', '_', ''])}{w()}{rng.randint(1, 99) if rng.random() < 0.5 else ''}@{w()}.{rng.choice(['com', 'de', 'fr', 'cz'])}"
     return "".join(rng.choice(EMOJI) for _ in range(rng.randint(1, 2)))
@@ -115,8 +119,9 @@ def run_checks(client, root, limit, batch_size, log):
     rng = random.Random(20261201)
     caps_total = caps_same = 0
     runs_total = runs_bad = 0
-    spans = {k: [0, 0] for k in ("url", "email", "emoji", "code", "scripts")}
+    spans = {k: [0, 0] for k in ("url", "email", "emoji", "code", "scripts", "rules")}
     rng_new = random.Random(20261207)  # code and scripts: their own, so the older kinds' spans stay as they were
+    rng_rules = random.Random(20261208)  # and rules theirs
     examples = {"runs": [], "all_caps": [], "passthrough": []}
     for s, t in TATOEBA:
         pair = f"tatoeba.{'-'.join(sorted((s, t), key=lambda x: x != 'en'))}"
@@ -140,7 +145,7 @@ def run_checks(client, root, limit, batch_size, log):
             if not same and len(examples["all_caps"]) < 5:
                 examples["all_caps"].append({"source": x.upper(), "output": u, "normal_case_output": h})
         for kind in spans:
-            r = rng if kind in ("url", "email", "emoji") else rng_new
+            r = rng if kind in ("url", "email", "emoji") else rng_rules if kind == "rules" else rng_new
             made = [make_span(kind, r) for _ in src]
             texts = [with_span(x, sp, r) for x, sp in zip(src, made)]
             outs = translate(texts, s, t)
@@ -162,7 +167,7 @@ def print_report(r, out=sys.stdout):
     out.write(f"{'check':<12} {'measured':>9} {'target':>8}  count\n")
     for key, label, cmp in (("digits", "digits", ">="), ("url", "URLs", ">="), ("email", "e-mails", ">="),
                             ("emoji", "emoji", ">="), ("code", "code", ">="), ("scripts", "scripts", ">="),
-                            ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
+                            ("rules", "rules", ">="), ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
         if key not in r:  # a report from before the kind was measured
             continue
         v = r[key]["share"]

@@ -381,6 +381,9 @@ def check_suite(srv, tmp):
                "robustness: technical words and words in other scripts, one a sentence; upper-cased ones count as "
                "changed (code has letters everywhere, Cyrillic and Greek words have case, the rest do not)",
                json.dumps({k: rob[k] for k in ("url", "code", "scripts")}))
+        tap.ok(rob["rules"]["spans"] == rob["url"]["spans"] and 0.75 <= rob["rules"]["share"] < 1.0,
+               "robustness: rules and blanks have no case: kept except in the looping sentence",
+               json.dumps(rob["rules"]))
     srv.httpd.translate = lambda q, s_, t_: srv.httpd.table.get(q, q.upper())
 
 
