@@ -158,10 +158,14 @@ static int line_pairs(line *l, const dmt_span *spans, const dmt_translate_output
                       const size_t *out_start) {
     size_t most = 1, out_len = strlen(out);
     for (int u = 0; u < l->count; u++) most += (size_t)res[u].n_alignment;
+    most += (size_t)dmt_gap_pairs(l->text, l->len, 0, l->len, NULL, 0, 0, NULL); /* the gaps' words: at most all */
     free(l->pairs);
     l->n_pairs = 0;
     if (!(l->pairs = malloc(most * 2 * sizeof *l->pairs))) return -1;
     for (int u = 0; u < l->count; u++) {
+        size_t gap = u ? spans[u - 1].start + spans[u - 1].len : 0; /* copied list markers: their own pairs */
+        l->n_pairs += dmt_gap_pairs(l->text, l->len, gap, spans[u].start, out, out_len,
+                                    out_start[u] - (spans[u].start - gap), l->pairs + 2 * l->n_pairs);
         int so = dmt_word_index_at(l->text, l->len, spans[u].start), to = dmt_word_index_at(out, out_len, out_start[u]);
         for (int q = 0; q < res[u].n_alignment; q++, l->n_pairs++) {
             l->pairs[2 * l->n_pairs] = so + res[u].alignment[2 * q];

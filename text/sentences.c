@@ -193,16 +193,82 @@ static size_t scan_sentence(const char *text, size_t len, size_t start) {
     return end;
 }
 
+/* Bullets that start a list item: - * + and the typographic ones (• ◦ ‣ ⁃ ▪ ▫ ■ □
+ * ● ○ ► ▶ ▸ ➢ ➤ → ✓ ✔ ✗ ✘ ☐ ☑ ☒ – — ·), and > (a quoted line). */
+static int is_bullet(uint32_t c) {
+    static const uint32_t wide[] = {0x2022, 0x25E6, 0x2023, 0x2043, 0x25AA, 0x25AB, 0x25A0, 0x25A1, 0x25CF,
+                                    0x25CB, 0x25BA, 0x25B6, 0x25B8, 0x27A2, 0x27A4, 0x2192, 0x2713, 0x2714,
+                                    0x2717, 0x2718, 0x2610, 0x2611, 0x2612, 0x2013, 0x2014, 0xB7};
+    if (c == '-' || c == '*' || c == '+' || c == '>') return 1;
+    for (size_t i = 0; i < sizeof wide / sizeof wide[0]; i++)
+        if (c == wide[i]) return 1;
+    return 0;
+}
+
+/* The end of an enumerator at text[i] ("2)", "(3)", "[4]", "a)", "(iv)", "1.2)"), or
+ * i. Numbers with a full stop ("1.", "3. Mai") are left to the sentence rules,
+ * which end a sentence after "1." anyway. */
+static size_t enumerator_end(const char *text, size_t len, size_t i) {
+    char open = i < len && (text[i] == '(' || text[i] == '[') ? text[i] : 0, close = open == '[' ? ']' : ')';
+    size_t k = i + (open != 0), digits = 0, letters = 0;
+    while (k < len && ((text[k] >= '0' && text[k] <= '9') || (digits && text[k] == '.' && k + 1 < len &&
+                                                                text[k + 1] >= '0' && text[k + 1] <= '9')))
+        digits++, k++;
+    if (!digits)
+        while (k < len && letters < 4 && ((text[k] | 32) >= 'a' && (text[k] | 32) <= 'z') &&
+               (letters == 0 || strchr("ivx", text[k] | 32)))
+            letters++, k++;
+    int roman = 1; /* "a)" alone, or a Roman number ("iv)") */
+    for (size_t j = k - letters; j < k; j++) roman &= strchr("ivx", text[j] | 32) != NULL;
+    if ((!digits && !letters) || digits > 9 || (letters > 1 && !roman) || k >= len || text[k] != close) return i;
+    return k + 1;
+}
+
+/* Where a line's text starts after its list markers (bullets, enumerators, a
+ * Markdown heading's #s), each followed by horizontal space: start when it has
+ * none, or when nothing but markers is on the line. A small model read a marker as
+ * part of the sentence and left its first words untranslated ("- Check your
+ * e-mail" -> "- Check deine E-Mail", "• Buy milk" -> "• Buy milk, Eier"), so the
+ * markers stay in the gap before the sentence, copied as they are. */
+static size_t after_list_markers(const char *text, size_t len, size_t start) {
+    size_t pos = start, text_start = start;
+    for (;;) {
+        size_t n, k = enumerator_end(text, len, pos);
+        if (k == pos) {
+            uint32_t c = cp_at(text, len, pos, &n);
+            if (is_bullet(c)) k = pos + n;
+            else if (c == '#')
+                for (k = pos; k < len && k - pos < 6 && text[k] == '#';) k++;
+        }
+        if (k == pos || k >= len) return text_start;
+        uint32_t c = cp_at(text, len, k, &n);
+        if (!is_space(c) || is_linebreak(c)) return text_start;
+        while (k < len && (c = cp_at(text, len, k, &n), is_space(c) && !is_linebreak(c))) k += n;
+        if (k >= len || is_linebreak(c)) return text_start;
+        pos = text_start = k;
+    }
+}
+
 int dmt_sentences_split(const char *text, size_t len, dmt_span *out, int cap) {
     int count = 0;
     size_t pos = 0;
+    int line_start = 1; /* nothing but whitespace since the text's or the line's start */
     if (!text) return 0;
     while (pos < len) {
         size_t n;
         uint32_t c = cp_at(text, len, pos, &n);
         if (is_space(c)) {
+            line_start |= is_linebreak(c);
             pos += n;
             continue;
+        }
+        if (line_start) {
+            line_start = 0;
+            size_t k = after_list_markers(text, len, pos);
+            if (k != pos) {
+                pos = k;
+                continue;
+            }
         }
         size_t end = scan_sentence(text, len, pos);
         if (end <= pos) end = pos + n; /* cannot happen; guarantees progress */
@@ -323,4 +389,19 @@ int dmt_word_index_at(const char *text, size_t len, size_t pos) {
     if (pos > 0 && pos < len && !is_ascii_space((unsigned char)text[pos - 1]) && !is_ascii_space((unsigned char)text[pos]))
         words--; /* pos is inside the last word counted */
     return words;
+}
+
+int dmt_gap_pairs(const char *text, size_t len, size_t gap_start, size_t gap_end, const char *out, size_t out_len,
+                  size_t out_start, int *pairs) {
+    int n = 0;
+    if (gap_end > len) gap_end = len;
+    for (size_t i = gap_start; i < gap_end; i++) {
+        if (is_ascii_space((unsigned char)text[i]) || (i > 0 && !is_ascii_space((unsigned char)text[i - 1]))) continue;
+        if (pairs) {
+            pairs[2 * n] = dmt_word_index_at(text, len, i);
+            pairs[2 * n + 1] = dmt_word_index_at(out, out_len, out_start + (i - gap_start));
+        }
+        n++;
+    }
+    return n;
 }

@@ -3,8 +3,8 @@
  * The server translates the sentences of every text as one batch and puts the
  * translations back with the original whitespace between them: a text is
  *   gap[0] sentence[0] gap[1] sentence[1] ... sentence[n-1] gap[n]
- * where the gaps are the bytes between the spans (whitespace, line breaks) and are
- * copied unchanged.
+ * where the gaps are the bytes between the spans (whitespace, line breaks, a line's
+ * list markers) and are copied unchanged.
  *
  * Rules (heuristic, language-agnostic, good for Latin/Greek/Cyrillic scripts):
  * - line breaks are hard boundaries; blank lines and indentation stay in the gaps;
@@ -15,7 +15,13 @@
  *   a script without case;
  * - a '.' does not end a sentence after a known abbreviation ("Dr.", "e.g.",
  *   "z.B.", "Mme."), a single letter ("J. Smith") or a dotted acronym ("U.S.");
- * - "3.5" and "www.example.com" never split (no whitespace after the dot).
+ * - "3.5" and "www.example.com" never split (no whitespace after the dot);
+ * - a line's list markers stay in the gap before its sentence, each followed by
+ *   horizontal space: bullets (- * + > • ◦ ▪ ■ ● ► → ✓ ☐ – — ·...), enumerators
+ *   ("2)", "(3)", "[4]", "a)", "(iv)") and a Markdown heading's #s. A small model
+ *   read them as part of the sentence and left its first words untranslated
+ *   ("- Check your e-mail" -> "- Check deine E-Mail"). "1." is a sentence of its
+ *   own by the rules above.
  *
  * A sentence longer than the model accepts is then cut into chunks
  * (dmt_sentence_chunks), which join back the same way.
@@ -62,5 +68,13 @@ int dmt_word_index_at(const char *text, size_t len, size_t pos);
 /* The words of text[0..len) in that numbering: where each starts and ends (either
  * array may be NULL: counting only); their count. */
 int dmt_word_bounds(const char *text, size_t len, size_t *start, size_t *end);
+
+/* The words that start in the gap text[gap_start..gap_end) (list markers: "-",
+ * "2)"), which a translation copies unchanged, starting at out_start of
+ * out[0..out_len): each paired with its copy as (source word, target word) in the
+ * numbering above, written to pairs (room for 2 ints a word; NULL: counting only).
+ * Their count. */
+int dmt_gap_pairs(const char *text, size_t len, size_t gap_start, size_t gap_end, const char *out, size_t out_len,
+                  size_t out_start, int *pairs);
 
 #endif

@@ -719,9 +719,11 @@ static int *word_pairs(const dmt_api_request *r, int t, const char *tr, size_t t
     const dmt_job *jobs = r->jobs + r->first[t];
     const dmt_span *sp = r->spans + r->first[t];
     for (int i = 0; i < r->count[t]; i++) most += (size_t)jobs[i].out.n_alignment;
+    most += (size_t)dmt_gap_pairs(text, r->lens[t], 0, r->lens[t], NULL, 0, 0, NULL); /* the gaps' words: at most all */
     int *pairs = malloc(most * 2 * sizeof *pairs);
     for (int i = 0; pairs && i < r->count[t]; i++) { /* as assemble() lays the translation out */
         const dmt_translate_output *jo = &jobs[i].out;
+        *n += dmt_gap_pairs(text, r->lens[t], pos, sp[i].start, tr, tr_len, o, pairs + 2 * *n); /* copied list markers */
         o += sp[i].start - pos;
         int src0 = dmt_word_index_at(text, r->lens[t], sp[i].start), tgt0 = dmt_word_index_at(tr, tr_len, o);
         for (int q = 0; q < jo->n_alignment; q++) {

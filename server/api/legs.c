@@ -77,6 +77,7 @@ static int join_pieces(const dmt_api_part *p, int i, dmt_translate_output *o) {
         if (po->n > n) n = po->n;
         pairs += po->n_alignment;
     }
+    pairs += dmt_gap_pairs(en, en_len, 0, en_len, NULL, 0, 0, NULL); /* the gaps' words: at most all */
     o->texts = calloc((size_t)n, sizeof *o->texts);
     o->scores = calloc((size_t)n, sizeof *o->scores);
     o->alignment = malloc(((size_t)pairs + 1) * 2 * sizeof *o->alignment);
@@ -96,6 +97,9 @@ static int join_pieces(const dmt_api_part *p, int i, dmt_translate_output *o) {
             const char *piece = po->texts[k < po->n ? k : 0];
             memcpy(t + len, en + pos, sp->start - pos); /* the gap before it */
             len += sp->start - pos;
+            if (k == 0) /* its words (list markers) copied: paired with themselves */
+                o->n_alignment += dmt_gap_pairs(en, en_len, pos, sp->start, t, len, len - (sp->start - pos),
+                                                o->alignment + 2 * o->n_alignment);
             if (k == 0) { /* the best's alignment, renumbered over the whole text */
                 int e0 = dmt_word_index_at(en, en_len, sp->start), t0 = dmt_word_index_at(t, len, len);
                 for (int a = 0; a < po->n_alignment; a++) {

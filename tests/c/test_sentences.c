@@ -69,6 +69,16 @@ static void test_table(void) {
         {"nbsp inside", "Ab\xC2\xA0" "cd. Ef gh.", "Ab\xC2\xA0" "cd. | Ef gh."},
         {"invalid UTF-8 bytes are letters", "x\xFF\xFE y. Z.", "x\xFF\xFE y. | Z."},
         {"truncated sequence at end", "ab. \xC3", "ab. | \xC3"},
+        {"list markers stay in the gap", "- Check mail.\n* Buy milk\n  + Call Tom\n> Quoted.\n## Heading",
+         "Check mail. | Buy milk | Call Tom | Quoted. | Heading"},
+        {"typographic bullets", "\xE2\x80\xA2 Buy milk\n\xE2\x80\x94 Come here, he said.\n\xE2\x98\x90 Todo",
+         "Buy milk | Come here, he said. | Todo"},
+        {"enumerators", "2) Click it.\n(3) Save it.\n[4] Ref\na) One\n(iv) Four\n1.2) Sub",
+         "Click it. | Save it. | Ref | One | Four | Sub"},
+        {"markers in a row", "> > - Nested", "Nested"},
+        {"not markers", "-5 degrees\n1.5 million here\n(see) this\nab) no\n#tag here\nA. Smith came.\n- \nx - y",
+         "-5 degrees | 1.5 million here | (see) this | ab) no | #tag here | A. Smith came. | - | x - y"},
+        {"only at a line's start", "Hi. - Bye.\nGo (2) now", "Hi. | - Bye. | Go (2) now"},
     };
     char got[1024], what[160];
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
@@ -79,7 +89,8 @@ static void test_table(void) {
 }
 
 /* Spans are in order, non-empty, trimmed, and everything between them is
- * whitespace: reassembling gaps + sentences gives the text back. */
+ * whitespace (in texts without list markers): reassembling gaps + sentences gives
+ * the text back. */
 static void test_gaps_are_whitespace(void) {
     const char *texts[] = {
         "  Hello there.  How are you?\n\n  Fine, thanks!  \n",
@@ -104,6 +115,17 @@ static void test_gaps_are_whitespace(void) {
             if (!strchr(" \t\r\n", s[k])) ok = 0;
         CHECK(ok, "gaps between sentences are whitespace only", "text %zu", t);
     }
+}
+
+/* The gap's list markers paired with their copies in a translation. */
+static void test_gap_pairs(void) {
+    const char *text = "Hi.\n- Check mail.", *out = "Hallo.\n- Post lesen.";
+    int pairs[8], n = dmt_gap_pairs(text, strlen(text), 3, 6, out, strlen(out), 6, pairs);
+    CHECK(n == 1 && pairs[0] == 1 && pairs[1] == 1, "a list marker is paired with its copy", "%d: %d-%d", n, pairs[0],
+          pairs[1]);
+    n = dmt_gap_pairs("A. > > B", 8, 2, 7, "X. > > Y", 8, 2, pairs);
+    CHECK(n == 2 && pairs[0] == 1 && pairs[1] == 1 && pairs[2] == 2 && pairs[3] == 2, "two markers, two pairs", "%d", n);
+    CHECK(dmt_gap_pairs("A.  B", 5, 2, 4, "X.  Y", 5, 2, NULL) == 0, "a gap of spaces has none");
 }
 
 static void test_capacity(void) {
@@ -262,6 +284,7 @@ int main(void) {
     test_chunks_random();
     test_table();
     test_gaps_are_whitespace();
+    test_gap_pairs();
     test_capacity();
     test_random_bytes();
     return check_done();

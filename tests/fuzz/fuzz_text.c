@@ -89,7 +89,8 @@ static void check_utf8(const unsigned char *data, size_t size) {
  * length in *n. */
 static int lenient_space(const unsigned char *p, size_t left, size_t *n) {
     *n = 1;
-    if (p[0] < 0x80) return p[0] == ' ' || p[0] == '\t' || p[0] == '\n' || p[0] == '\r' || p[0] == 0x0B || p[0] == 0x0C;
+    if (p[0] < 0x80)
+        return p[0] == '\n' || p[0] == '\r' || p[0] == 0x0B || p[0] == 0x0C ? 2 : p[0] == ' ' || p[0] == '\t';
     int need = p[0] >= 0xF0 && p[0] < 0xF5 ? 3 : p[0] >= 0xE0 && p[0] < 0xF0 ? 2 : p[0] >= 0xC2 && p[0] < 0xE0 ? 1 : -1;
     uint32_t c = p[0]; /* a byte that starts no valid sequence stands for itself (0xA0, 0x85 are spaces) */
     if (need > 0 && (size_t)need < left) {
@@ -98,9 +99,9 @@ static int lenient_space(const unsigned char *p, size_t left, size_t *n) {
         for (k = 1; k <= need && (p[k] & 0xC0) == 0x80; k++) v = v << 6 | (p[k] & 0x3F);
         if (k > need) { c = v; *n = (size_t)need + 1; }
     }
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || /* overlong forms too */
-           c == 0x85 || c == 0xA0 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-           c == 0x205F || c == 0x3000;
+    if (c == '\n' || c == '\r' || c == 0x0B || c == 0x0C || c == 0x85 || c == 0x2028 || c == 0x2029) return 2;
+    return c == ' ' || c == '\t' || /* overlong forms too */
+           c == 0xA0 || (c >= 0x2000 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 #define MAX_SPANS 4096
@@ -122,10 +123,22 @@ static int check_sentences(const unsigned char *data, size_t size, dmt_span *spa
         REQUIRE(s->len > 0, "sentence %d is empty", i);
         REQUIRE(s->start >= pos && s->start <= size && s->len <= size - s->start,
                 "sentence %d [%zu, +%zu) out of order or outside %zu bytes", i, s->start, s->len, size);
-        /* the gap before it is whitespace only */
-        for (size_t k = pos, w; k < s->start; k += w)
-            REQUIRE(lenient_space(data + k, s->start - k, &w) && k + w <= s->start,
-                    "non-space byte %zu in the gap before sentence %d", k, i);
+        /* the gap before it is whitespace, and a line's list markers: short words at
+         * the start of the sentence's line, each followed by a space */
+        size_t markers_from = pos == 0 ? 0 : (size_t)-1;
+        for (size_t k = pos, w; k < s->start; k += w) {
+            int space = lenient_space(data + k, s->start - k, &w);
+            REQUIRE(k + w <= s->start, "byte %zu of the gap before sentence %d runs into it", k, i);
+            if (space == 2) markers_from = k + w;
+            if (space) continue;
+            REQUIRE(markers_from != (size_t)-1, "non-space byte %zu in the gap before sentence %d, not at a line's start",
+                    k, i);
+            size_t t = k;
+            while (t < s->start && !lenient_space(data + t, s->start - t, &w)) t += w;
+            REQUIRE(t < s->start && t - k <= 12 && lenient_space(data + t, s->start - t, &w) == 1,
+                    "gap word at %zu before sentence %d: no list marker (%zu bytes)", k, i, t - k);
+            w = t - k;
+        }
         size_t w;
         REQUIRE(!lenient_space(data + s->start, size - s->start, &w), "sentence %d starts with a space", i);
         REQUIRE(!memchr(data + s->start, '\n', s->len), "sentence %d crosses a line break", i);
