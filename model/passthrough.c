@@ -153,9 +153,10 @@ static size_t span_length(const char *w, size_t n, const dmt_passthrough_spellin
     if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a) || is_symbol_run(w, end))
         return end;
     if (!spelling) return 0;
-    if (b - a == 1 && is_alpha((unsigned char)w[a]) && (spelling->lone_letters >> ((w[a] | 32) - 'a') & 1) &&
+    if (b - a == 1 && is_alpha((unsigned char)w[a]) &&
+        ((spelling->lone_letters >> ((w[a] | 32) - 'a') & 1) || (a == 0 && b < n && w[b] == ':')) &&
         !memchr(w + b, '.', n - b))
-        return end; /* a letter alone: a variable or a label ("x", "Plan B") */
+        return end; /* a letter alone: a variable or a label ("x", "Plan B", and "A:", which is no article) */
     int wide = 0; /* only a word with a character outside ASCII can be one the model cannot spell otherwise */
     for (size_t i = a; i < b && !wide; i++) wide = (unsigned char)w[i] >= 0x80;
     return wide && spelling->unspellable && spelling->unspellable(spelling->arg, w + a, b - a) ? end : 0;
@@ -188,7 +189,8 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
     for (size_t i = 0; !maybe && i < len; i++) {
         unsigned char c = (unsigned char)text[i];
         maybe = c >= wide || (missing && c < 0x80 && missing[c]) ||
-                (is_alpha(c) && (lone >> ((c | 32) - 'a') & 1) && (i == 0 || !is_alnum((unsigned char)text[i - 1])) &&
+                (is_alpha(c) && ((lone >> ((c | 32) - 'a') & 1) || (spelling && i + 1 < len && text[i + 1] == ':')) &&
+                 (i == 0 || !is_alnum((unsigned char)text[i - 1])) &&
                  (i + 1 == len || !is_alnum((unsigned char)text[i + 1])));
     }
     for (size_t i = 0; !maybe && i + 3 <= len; i++)
@@ -361,14 +363,15 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         o += i - gap;
         size_t start = i;
         while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
-        int last_before = -1; /* spans before this word; the last one keeps a comma after it on it ("Łódź, ...") */
+        int last_before = -1; /* spans before this word; the last one keeps a comma or colon after it on it
+                                 ("Łódź, ...", "Q: ...") */
         for (int k = 0; k < p->n_spans; k++)
             if (!at[k].after && at[k].t == t) last_before = k;
         for (int k = 0; k <= last_before; k++)
             if (!at[k].after && at[k].t == t) {
                 memcpy(out + o, p->original + p->spans[k].start, p->spans[k].len);
                 o += p->spans[k].len;
-                if (k == last_before && (tr[start] == ',' || tr[start] == '.')) {
+                if (k == last_before && is_trailing((unsigned char)tr[start])) {
                     span_t[k] = w; /* one output word with the word after it */
                 } else {
                     out[o++] = ' ';

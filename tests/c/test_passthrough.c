@@ -304,6 +304,19 @@ int main(void) {
               "not for a span with letters, one with punctuation after it, or one glued to a word", "%d", p.n_spans);
         dmt_passthrough_clear(&p);
     }
+    { /* a letter before a colon is a label ("A: ..."), whatever the languages' one-letter words */
+        dmt_passthrough p;
+        int calls = 0;
+        CHECK(find_with("A: My name is Tom.", &calls, &p) == 1 && p.n_spans == 1 && p.spans[0].len == 1 &&
+                  !strcmp(p.stripped, ": My name is Tom."),
+              "a letter before a colon: a label, kept out", "'%s'", p.stripped ? p.stripped : "");
+        dmt_passthrough_clear(&p);
+        CHECK(find_with("A cat: my pet.", &calls, &p) == 0 && find("A: My name.", &p) == 0,
+              "not a word before a colon, and not without the model's spelling");
+        CHECK(restores_to("Q: What is it?", ": Was ist das?", NULL, 0, "Q: Was ist das?", NULL, 0) &&
+                  restores_to("Q: What is it?", "; Was ist das?", NULL, 0, "Q; Was ist das?", NULL, 0),
+              "back with the colon the translation starts with, unspaced (\"Q : Wie\" before)");
+    }
     { /* rules, blanks and rows of stars, for every model */
         dmt_passthrough p;
         CHECK(find("Name: __________ Date: __________", &p) == 1 && p.n_spans == 2 && !strcmp(p.stripped, "Name: Date:") &&

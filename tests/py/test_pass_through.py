@@ -122,6 +122,12 @@ def main():
                    "Cyrillic words, which the vocabulary spells,")
         words_kept(binary, on, plain, ["__________", "-----", "*****", "=====", "~~~~~~", "###", "+++++"],
                    "rules, blanks and rows of stars (the model had made \"Name: _____\" \"Name: ________/\")")
+        labels = ["Q: What is your name?", "A: My name is Tom.", "B: I am fine, thanks."]
+        rc, got, err = translate_lines(binary, on, labels)
+        rc_off, got_off, _ = translate_lines(binary, off, labels)
+        tap.ok(rc == 0 and all(g.startswith(x[:3]) and g[3:4] != " " for g, x in zip(got, labels)),
+               "a letter before a colon is a label: copied with its colon (the model alone: "
+               f"{', '.join(repr(g[:4]) for g in got_off)})", detail="\n".join(got) + err[-300:])
         # a language code the script and letter tables do not know: those rules are off
         unknown = model_with_config(base, tmp, "unknown-language", lambda c: c["languages"][-1].update(code="qq"))
         code = [("Open C:\\Users\\anna\\report.docx and print it.", "C:\\Users\\anna\\report.docx"),
