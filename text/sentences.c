@@ -92,10 +92,36 @@ static int in_list(const char *const *list, const char *w) {
     return 0;
 }
 
-/* Is the word that ends just before the '.' at text[dot] an abbreviation? The
- * word starts after the last space at or after line_start; next is the code point
- * that follows the terminator and its spaces. */
-static int is_abbreviation(const char *text, size_t line_start, size_t dot, uint32_t next) {
+/* German writes ordinals as a number and a full stop: "am 3. Oktober", "im 19.
+ * Jahrhundert", "der 2. Weltkrieg", "1. FC Köln". Before these words (compared as
+ * written) a number of one or two digits and its dot do not end a sentence. */
+static const char *const after_ordinal[] = {
+    "Januar", "Jänner", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober",
+    "November", "Dezember", "Jahrhundert", "Jahrhunderts", "Jahrtausend", "Weltkrieg", "Weltkriegs", "Mal",
+    "Platz", "Stock", "Klasse", "Liga", "Runde", "Spieltag", "Etage", "Geburtstag", "Jahrestag", "Auflage",
+    "Bundesliga", "FC", "Kapitel", "Lauf", "Satz", "Halbzeit", "Tag", "Woche", "Monat", "Jahr", "Mannschaft",
+    "Januars", "Februars", "Augusts", "Oktobers", "Novembers", "Dezembers", "Septembers", NULL};
+
+/* Whether text[b..dot) is a number of one or two digits and the word at text[next..len)
+ * is one of after_ordinal (then ends: space, punctuation or the text's end). */
+static int is_ordinal(const char *text, size_t len, size_t b, size_t dot, size_t next) {
+    if (dot - b < 1 || dot - b > 2) return 0;
+    for (size_t i = b; i < dot; i++)
+        if (text[i] < '0' || text[i] > '9') return 0;
+    for (int i = 0; after_ordinal[i]; i++) {
+        size_t k = strlen(after_ordinal[i]);
+        if (next + k <= len && !memcmp(text + next, after_ordinal[i], k) &&
+            (next + k == len || strchr(" \t\r\n,.;:!?)", text[next + k]) || (unsigned char)text[next + k] == 0xC2))
+            return 1;
+    }
+    return 0;
+}
+
+/* Is the word that ends just before the '.' at text[dot] an abbreviation (or a
+ * German ordinal)? The word starts after the last space at or after line_start;
+ * next is the code point that follows the terminator and its spaces, at next_at. */
+static int is_abbreviation(const char *text, size_t len, size_t line_start, size_t dot, size_t next_at,
+                           uint32_t next) {
     size_t b = dot;
     while (b > line_start) {
         unsigned char ch = (unsigned char)text[b - 1];
@@ -110,6 +136,7 @@ static int is_abbreviation(const char *text, size_t line_start, size_t dot, uint
         b += n;
     }
     if (b == dot) return 0;
+    if (is_ordinal(text, len, b, dot, next_at)) return 1;
     size_t wlen = dot - b;
     /* a single letter: an initial ("J. Smith") */
     size_t n;
@@ -186,7 +213,7 @@ static size_t scan_sentence(const char *text, size_t len, size_t start) {
             m += n;
         }
         if (m >= len || is_linebreak(next)) return k;
-        if (opens_sentence(next) && !(run == 1 && dots == 1 && is_abbreviation(text, start, run_start, next)))
+        if (opens_sentence(next) && !(run == 1 && dots == 1 && is_abbreviation(text, len, start, run_start, m, next)))
             return k;
         i = k;
     }

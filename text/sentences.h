@@ -14,7 +14,9 @@
  *   an uppercase letter, a digit, an opening quote/bracket, ¿ ¡, or a letter of
  *   a script without case;
  * - a '.' does not end a sentence after a known abbreviation ("Dr.", "e.g.",
- *   "z.B.", "Mme."), a single letter ("J. Smith") or a dotted acronym ("U.S.");
+ *   "z.B.", "Mme."), a single letter ("J. Smith"), a dotted acronym ("U.S.") or a
+ *   German ordinal before a month or a noun ordinals go with ("am 3. Oktober", "im
+ *   19. Jahrhundert", "1. FC");
  * - "3.5" and "www.example.com" never split (no whitespace after the dot);
  * - a line's list markers stay in the gap before its sentence, each followed by
  *   horizontal space: bullets (- * + > • ◦ ▪ ■ ● ► → ✓ ☐ – — ·...), enumerators
