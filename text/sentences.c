@@ -82,9 +82,14 @@ static const char *const abbrev_always[] = {
     "mr", "mrs", "ms", "dr", "prof", "st", "jr", "sr", "vs", "inc", "ltd", "co", "corp", "approx", "dept",
     "mt", "gen", "col", "lt", "sgt", "capt", "rev", "hon", "gov", "sen", "rep", "cf", "al", "ed", "eds",
     "bzw", "ca", "usw", "vgl", "evtl", "ggf", "inkl", "hr", "hrn", "fr", "frl", "str", "mme", "mlle", "mgr",
-    "sra", "srta", "dña", "tel", "resp", "jan", "feb", "aug", "sept", "oct", "nov", "dec", NULL};
+    "sra", "srta", "dña", "tel", "resp", "jan", "feb", "aug", "sept", "oct", "nov", "dec",
+    /* German: millions, billions, thousands, century, born, died, titles, so-called, plus; French: avenue,
+     * about; Czech: so-called, that is, for example, about, among others */
+    "mio", "mrd", "tsd", "jh", "jhd", "geb", "gest", "med", "phil", "rer", "nat", "jur", "dipl", "ing", "sog", "zzgl",
+    "av", "env", "tzv", "tj", "např", "cca", "mj", NULL};
 static const char *const abbrev_before_number[] = {"no", "nr", "art", "fig", "figs", "vol", "pp", "p", "ch",
-                                                   "sec", "tab", "abs", "op", "bd", "s", "č", NULL};
+                                                   "sec", "tab", "abs", "op", "bd", "s", "č", "abb", "kap", "bsp",
+                                                   "anm", "ziff", "str", NULL};
 
 static int in_list(const char *const *list, const char *w) {
     for (int i = 0; list[i]; i++)
@@ -100,7 +105,7 @@ static const char *const after_ordinal[] = {
     "November", "Dezember", "Jahrhundert", "Jahrhunderts", "Jahrtausend", "Weltkrieg", "Weltkriegs", "Mal",
     "Platz", "Stock", "Klasse", "Liga", "Runde", "Spieltag", "Etage", "Geburtstag", "Jahrestag", "Auflage",
     "Bundesliga", "FC", "Kapitel", "Lauf", "Satz", "Halbzeit", "Tag", "Woche", "Monat", "Jahr", "Mannschaft",
-    "Januars", "Februars", "Augusts", "Oktobers", "Novembers", "Dezembers", "Septembers", NULL};
+    "Januars", "Februars", "Augusts", "Oktobers", "Novembers", "Dezembers", "Septembers", "Jh", "Jhd", "Jhs", NULL};
 
 /* Whether text[b..dot) is a number of one or two digits and the word at text[next..len)
  * is one of after_ordinal (then ends: space, punctuation or the text's end). */
@@ -138,17 +143,21 @@ static int is_abbreviation(const char *text, size_t len, size_t line_start, size
     if (b == dot) return 0;
     if (is_ordinal(text, len, b, dot, next_at)) return 1;
     size_t wlen = dot - b;
-    /* a single letter: an initial ("J. Smith") */
+    /* a single letter: an initial ("J. Smith"), or a piece of a spaced abbreviation
+     * ("z. B.", "d. h.", "u. a.", Czech "č. 5"); a letter is hardly ever a
+     * sentence's last word */
     size_t n;
     uint32_t c0 = cp_at(text, dot, b, &n);
-    if (n == wlen) return is_upper(c0);
-    /* dotted pieces of one or two letters: "e.g", "U.S", "z.B", "d.h" */
+    if (n == wlen) return is_upper(c0) || (c0 >= 'a' && c0 <= 'z') || (c0 >= 0xDF && c0 <= 0x24F);
+    /* dotted pieces of one or two letters: "e.g", "U.S", "z.B", "d.h", "J.-P" */
     if (memchr(text + b, '.', wlen)) {
         size_t run = 0;
         for (size_t i = b; i < dot; i++) {
             if (text[i] == '.') {
                 if (run == 0 || run > 2) return 0;
                 run = 0;
+            } else if (text[i] == '-' && i > b && text[i - 1] == '.') {
+                continue; /* "J.-P." */
             } else if ((unsigned char)text[i] >= 0x80 || ((text[i] | 0x20) >= 'a' && (text[i] | 0x20) <= 'z')) {
                 run++;
             } else {
@@ -157,6 +166,8 @@ static int is_abbreviation(const char *text, size_t len, size_t line_start, size
         }
         return run >= 1 && run <= 2;
     }
+    if (wlen > 3 && !memcmp(text + dot - 3, "str", 3) && (unsigned char)text[b] >= 'A' && (unsigned char)text[b] <= 'Z')
+        return 1; /* a German street: "Hauptstr." */
     if (wlen > 7) return 0;
     char w[8];
     for (size_t i = 0; i < wlen; i++) {

@@ -14,7 +14,8 @@
  *   an uppercase letter, a digit, an opening quote/bracket, ¿ ¡, or a letter of
  *   a script without case;
  * - a '.' does not end a sentence after a known abbreviation ("Dr.", "e.g.",
- *   "z.B.", "Mme."), a single letter ("J. Smith"), a dotted acronym ("U.S.") or a
+ *   "z.B.", "Mme.", "Mio.", "tzv."), a single letter ("J. Smith", and spaced ones:
+ *   "z. B.", "n. Chr.", "u. a.", "č. 5"), a dotted acronym ("U.S.", "J.-C.") or a
  *   German ordinal before a month or a noun ordinals go with ("am 3. Oktober", "im
  *   19. Jahrhundert", "1. FC");
  * - "3.5" and "www.example.com" never split (no whitespace after the dot);
