@@ -239,9 +239,9 @@ static int search_init(search *S, dmt_state *st, const dmt_model *m, int n, cons
 
 /* --------------------------------------------------------------- one step -- */
 
-/* 1 when seq[0..n) holds `copies` copies in a row of unit[0..p). */
-static int has_run(const int32_t *seq, int n, const int32_t *unit, int p, int copies) {
-    int need = p * copies;
+/* 1 when seq[0..n) holds `need` tokens in a row of unit[0..p) repeated (the last
+ * copy may be cut short). */
+static int has_run(const int32_t *seq, int n, const int32_t *unit, int p, int need) {
     for (int s = 0; s + need <= n; s++) {
         int j = 0;
         while (j < need && seq[s + j] == unit[j % p]) j++;
@@ -251,8 +251,11 @@ static int has_run(const int32_t *seq, int n, const int32_t *unit, int p, int co
 }
 
 /* Repetition guard: hist[0..g) ending in R copies of a unit bans the unit's first
- * token, unless the source has R+1 copies (numbers like 1000000, "!!!!", a copied
- * "hahaha" stay possible). A few compares per beam unless a run is already there. */
+ * token, unless the source has that continuation too: R copies and the unit's
+ * first token again (numbers like 1000000, "!!!!", a copied "hahaha" stay
+ * possible; "3250000000", whose seven zeros are three copies of "00" and one more,
+ * had been cut to "325000000"). A few compares per beam unless a run is already
+ * there. */
 static void mask_repeats(const search *S, scores *r, const int32_t *hist, int g, int i) {
     int R = S->o.max_repeats;
     const int32_t *src = S->src ? S->src[i] : NULL;
@@ -263,7 +266,7 @@ static void mask_repeats(const search *S, scores *r, const int32_t *hist, int g,
         while (c < R && memcmp(hist + g - (c + 1) * p, unit, (size_t)p * sizeof *unit) == 0) c++;
         float *x = score_of(S, r, unit[0]);
         if (c < R || !x || *x == -INFINITY) continue;
-        if (!has_run(src, n_src, unit, p, R + 1)) *x = -INFINITY;
+        if (!has_run(src, n_src, unit, p, p * R + 1)) *x = -INFINITY;
     }
 }
 

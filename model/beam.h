@@ -19,7 +19,8 @@
  *   - repetition guard, max_repeats R > 0: when the generated tokens end with R
  *     copies in a row of a unit u of p tokens (p = 1..DMT_REPEAT_MAX_UNIT), u's first
  *     token is not generated (no R+1-th copy), unless the source (without </s>)
- *     holds R+1 copies of u in a row. It stops degenerate loops ("m m m m ...",
+ *     holds that continuation: R copies of u in a row and u's first token. It stops
+ *     degenerate loops ("m m m m ...",
  *     "tags tags tags ...") and changes nothing else.
  *   - copy_numbers (with the model's digit table, model.h digit_of): a digit is
  *     generated only where it continues the generated tokens' trailing run of

@@ -62,15 +62,17 @@ def banned_tokens(tokens, n):
     return {tokens[j + n - 1] for j in range(len(tokens) - n + 1) if tokens[j:j + n - 1] == tail}
 
 
-def has_run(seq, unit, copies):
-    """True when seq holds `copies` copies of unit in a row."""
-    need = list(unit) * copies
+def has_run(seq, unit, length):
+    """True when seq holds `length` tokens in a row of unit repeated (the last copy may
+    be cut short)."""
+    need = (list(unit) * (length // len(unit) + 1))[:length]
     return any(seq[s:s + len(need)] == need for s in range(len(seq) - len(need) + 1))
 
 
 def repeat_banned(tokens, src, max_repeats):
     """The repetition guard: tokens ending in R copies of a unit of 1..8 tokens ban the
-    unit's first token, unless the source (without </s>) has R+1 copies in a row."""
+    unit's first token, unless the source (without </s>) has that continuation too: R
+    copies in a row and the unit's first token again."""
     out = set()
     if max_repeats <= 0:
         return out
@@ -79,7 +81,7 @@ def repeat_banned(tokens, src, max_repeats):
             break
         unit = tokens[len(tokens) - p:]
         if all(tokens[len(tokens) - (c + 1) * p:len(tokens) - c * p] == unit for c in range(1, max_repeats)):
-            if unit[0] not in out and not has_run(list(src[:-1]), unit, max_repeats + 1):
+            if unit[0] not in out and not has_run(list(src[:-1]), unit, p * max_repeats + 1):
                 out.add(unit[0])
     return out
 
