@@ -119,6 +119,7 @@ void dmt_translate_output_clear(dmt_translate_output *o) {
     dmt_passthrough_clear(o->pass);
     free(o->pass);
     o->pass = NULL;
+    dmt_numbers_clear(&o->numbers);
     o->texts = NULL;
     o->scores = NULL;
     o->alignment = NULL;
@@ -227,6 +228,13 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
         if (dmt_tokenizer_decode(m->tokenizer, nb->hyps[r].tokens, nb->hyps[r].n_tokens, &o->texts[r], o->error,
                                  sizeof o->error) < 0)
             return -1;
+        if (o->numbers.n) { /* before the spans go back: a URL's digits are its own */
+            size_t n = 0;
+            char *t = dmt_numbers_restore(o->texts[r], strlen(o->texts[r]), &o->numbers, &n);
+            if (!t) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+            free(o->texts[r]);
+            o->texts[r] = t;
+        }
         if (o->all_caps) {
             char *up = dmt_casing_upper(o->texts[r], strlen(o->texts[r]), NULL);
             if (!up) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
@@ -267,6 +275,7 @@ static int adopt_pass(dmt_translate_output *o, dmt_passthrough *found, int statu
 static int tokenize_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
     o->all_caps = 0;
     memset(&o->marks, 0, sizeof o->marks);
+    dmt_numbers_clear(&o->numbers);
     dmt_passthrough_clear(o->pass);
     free(o->pass);
     o->pass = NULL;
@@ -288,8 +297,8 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
     return k;
 }
 
-/* tokenize_source after the sentence's final run of marks: the pass-through, the
- * all-caps rule, the pieces. */
+/* tokenize_source after the sentence's final run of marks: the pass-through, grouped
+ * numbers, the all-caps rule, the pieces. */
 static int encode_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
     char *cased = NULL;
     if (m->cfg.decoding.pass_through) {
@@ -301,9 +310,22 @@ static int encode_source(const dmt_model *m, const char *text, size_t len, int32
             len = o->pass->stripped_len;
         }
     }
+    char *plain = NULL; /* "1,500,000" -> "1500000" for the model; the number goes back in detokenize */
+    int grouped = m->cfg.decoding.copy_numbers ? dmt_numbers_find(text, len, &o->numbers) : 0;
+    if (grouped > 0) {
+        size_t n = 0;
+        if (!(plain = dmt_numbers_strip(text, len, &o->numbers, &n))) grouped = -1;
+        text = plain;
+        len = n;
+    }
+    if (grouped < 0) {
+        snprintf(o->error, sizeof o->error, "out of memory");
+        return -1;
+    }
     if (m->cfg.decoding.all_caps_lower && dmt_casing_is_all_caps(text, len)) {
         size_t n = 0;
         if (!(cased = shouted_to_cased(m, text, len, &n))) {
+            free(plain);
             snprintf(o->error, sizeof o->error, "out of memory");
             return -1;
         }
@@ -314,6 +336,7 @@ static int encode_source(const dmt_model *m, const char *text, size_t len, int32
     int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), o->error,
                                  sizeof o->error);
     free(cased);
+    free(plain);
     if (k > 0) {
         free(o->src_words);
         if (!(o->src_words = malloc((size_t)k * sizeof *o->src_words))) {

@@ -14,6 +14,7 @@
 #include "model/beam.h"
 #include "model/marks.h"
 #include "model/model.h"
+#include "model/numbers.h"
 #include "model/passthrough.h"
 
 typedef struct {
@@ -43,6 +44,9 @@ typedef struct {
                             * put back into texts and counted in alignment's words; NULL: none; malloc'd */
     dmt_marks marks;   /* the source's final run of marks ("!!!"), given to the model as one and put
                         * back into texts (model/marks.h); len 0: none */
+    dmt_numbers numbers; /* numbers with group separators ("1,500,000"), given to the model as plain
+                          * digits and put back into texts (model/numbers.h, decoding.copy_numbers);
+                          * n 0: none */
 } dmt_translate_output;
 
 /* Translates n sentences with one beam search. 0 when the batch ran (individual

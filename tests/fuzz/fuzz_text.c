@@ -32,6 +32,7 @@
 
 #include "model/config.h"
 #include "model/marks.h"
+#include "model/numbers.h"
 #include "model/passthrough.h"
 #include "model/scripts.h"
 #include "text/detect.h"
@@ -397,6 +398,31 @@ static void check_marks(const uint8_t *data, size_t size) {
     free(back);
 }
 
+/* model/numbers.c: numbers in place, and the plain digits put back give the sentence back */
+static void check_numbers(const uint8_t *data, size_t size) {
+    dmt_numbers g;
+    int r = dmt_numbers_find((const char *)data, size, &g);
+    if (r <= 0) {
+        REQUIRE(g.n == 0 && !g.items, "no numbers, yet a list");
+        return;
+    }
+    size_t pos = 0;
+    for (int k = 0; k < g.n; k++) {
+        const dmt_grouped_number *x = &g.items[k];
+        REQUIRE(x->at >= pos && x->at + x->len <= size && x->digits >= 7 && x->digits < x->len,
+                "number %d out of place", k);
+        pos = x->at + x->len;
+    }
+    size_t n = 0, m = 0;
+    char *input = dmt_numbers_strip((const char *)data, size, &g, &n);
+    REQUIRE(input && n < size, "strip");
+    char *back = dmt_numbers_restore(input, n, &g, &m);
+    REQUIRE(back && m == size && !memcmp(back, data, size), "restore(strip(text)) is not text");
+    free(input);
+    free(back);
+    dmt_numbers_clear(&g);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
@@ -410,5 +436,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_scripts(data, size);
     check_verbatim(data, size);
     check_marks(data, size);
+    check_numbers(data, size);
     return 0;
 }

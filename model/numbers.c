@@ -1,0 +1,201 @@
+/* numbers.c — grouped numbers given to the model as plain digits and put back as
+ * written (numbers.h). */
+#include "model/numbers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/* The length of a group separator at s[j] (',' '.' '\'' U+00A0 U+202F), or 0. */
+static size_t separator_at(const char *s, size_t len, size_t j) {
+    const unsigned char *u = (const unsigned char *)s + j;
+    if (j >= len) return 0;
+    if (u[0] == ',' || u[0] == '.' || u[0] == '\'') return 1;
+    if (j + 1 < len && u[0] == 0xC2 && u[1] == 0xA0) return 2;
+    if (j + 2 < len && u[0] == 0xE2 && u[1] == 0x80 && u[2] == 0xAF) return 3;
+    return 0;
+}
+
+/* Whether a number may start at s[i]: a digit not glued to a word, a number or a
+ * separator before it. */
+static int starts_number(const char *s, size_t i) {
+    if (!is_digit(s[i])) return 0;
+    if (i == 0) return 1;
+    unsigned char b = (unsigned char)s[i - 1];
+    return !is_digit((char)b) && !((b | 32) >= 'a' && (b | 32) <= 'z') && !strchr(",.'", b) && b != 0xA0 && b != 0xAF;
+}
+
+/* The end of the grouped number at s[i] (starts_number), its integer and decimal
+ * digit counts in *digits and *decimals; 0 when none starts there. */
+static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, size_t *decimals) {
+    size_t k = i;
+    while (k < len && is_digit(s[k]) && k - i < 4) k++;
+    if (k - i > 3) return 0;
+    size_t sep = separator_at(s, len, k), end = k, groups = 0;
+    if (!sep) return 0;
+    for (;;) {
+        size_t g = end + sep;
+        if (separator_at(s, len, end) != sep || memcmp(s + end, s + k, sep) || g + 3 > len || !is_digit(s[g]) ||
+            !is_digit(s[g + 1]) || !is_digit(s[g + 2]) || (g + 3 < len && is_digit(s[g + 3])))
+            break;
+        end = g + 3;
+        groups++;
+    }
+    if (groups < 2) return 0;
+    size_t dec = 0;
+    if (end + 1 < len && (s[end] == ',' || s[end] == '.') && !(sep == 1 && s[end] == s[k]) && is_digit(s[end + 1])) {
+        size_t q = end + 1;
+        while (q < len && is_digit(s[q])) q++;
+        dec = q - end - 1;
+        end = q;
+    }
+    size_t after = separator_at(s, len, end); /* "1.234.567.8", an address "10.000.000.1": not one */
+    if (after && end + after < len && is_digit(s[end + after])) return 0;
+    *digits = (k - i) + 3 * groups;
+    *decimals = dec;
+    return end;
+}
+
+/* The digits of s[0..n) (separators left out) into out; their count. */
+static size_t digits_of(const char *s, size_t n, char *out) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (is_digit(s[i])) out[m++] = s[i];
+    return m;
+}
+
+void dmt_numbers_clear(dmt_numbers *g) {
+    if (!g) return;
+    free(g->source);
+    free(g->plain);
+    free(g->items);
+    memset(g, 0, sizeof *g);
+}
+
+int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
+    memset(g, 0, sizeof *g);
+    int most = 0;
+    for (size_t i = 0; i < len; i++) most += separator_at(text, len, i) > 0; /* a number has two at least */
+    if (most < 2) return 0;
+    g->items = malloc((size_t)(most / 2) * sizeof *g->items);
+    g->plain = malloc(len + 1);
+    g->source = malloc(len + 1);
+    if (!g->items || !g->plain || !g->source) {
+        dmt_numbers_clear(g);
+        return -1;
+    }
+    memcpy(g->source, text, len);
+    g->source[len] = 0;
+    size_t plain = 0;
+    for (size_t i = 0; i < len; i++) {
+        size_t digits = 0, decimals = 0, end = starts_number(text, i) ? grouped_at(text, len, i, &digits, &decimals) : 0;
+        if (!end) continue;
+        if (g->n < most / 2) {
+            dmt_grouped_number *x = &g->items[g->n++];
+            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain};
+            plain += digits_of(text + i, end - i, g->plain + plain);
+        }
+        i = end - 1;
+    }
+    /* a number whose digits are another's too, written otherwise ("1500000 or
+     * 1,500,000", "1,500,000 and 1.500.000"): which one a run is, is unknown */
+    int kept = 0;
+    for (int a = 0; a < g->n; a++) {
+        const dmt_grouped_number *x = &g->items[a];
+        int clash = 0;
+        for (size_t i = 0; i < len && !clash; i++) { /* a run of digits outside the numbers */
+            if (!is_digit(text[i]) || (i > 0 && is_digit(text[i - 1]))) continue;
+            size_t r = i;
+            while (r < len && is_digit(text[r])) r++;
+            int inside = 0;
+            for (int b = 0; b < g->n && !inside; b++)
+                inside = i >= g->items[b].at && i < g->items[b].at + g->items[b].len;
+            clash = !inside && r - i == x->digits && !memcmp(text + i, g->plain + x->plain_at, x->digits);
+        }
+        for (int b = 0; b < g->n && !clash; b++) {
+            const dmt_grouped_number *y = &g->items[b];
+            clash = b != a && y->digits == x->digits &&
+                    !memcmp(g->plain + y->plain_at, g->plain + x->plain_at, x->digits) &&
+                    (y->len != x->len || memcmp(text + y->at, text + x->at, x->len));
+        }
+        if (!clash) g->items[kept++] = *x;
+    }
+    g->n = kept;
+    if (!kept) {
+        dmt_numbers_clear(g);
+        return 0;
+    }
+    return 1;
+}
+
+char *dmt_numbers_strip(const char *text, size_t len, const dmt_numbers *g, size_t *out_len) {
+    char *out = malloc(len + 1);
+    if (!out) return NULL;
+    size_t o = 0, pos = 0;
+    for (int k = 0; k < g->n; k++) {
+        const dmt_grouped_number *x = &g->items[k];
+        memcpy(out + o, text + pos, x->at - pos);
+        o += x->at - pos;
+        memcpy(out + o, g->plain + x->plain_at, x->digits);
+        o += x->digits;
+        if (x->decimals) { /* its decimal separator, then its decimals */
+            out[o++] = text[x->at + x->len - x->decimals - 1];
+            memcpy(out + o, g->plain + x->plain_at + x->digits, x->decimals);
+            o += x->decimals;
+        }
+        pos = x->at + x->len;
+    }
+    memcpy(out + o, text + pos, len - pos);
+    o += len - pos;
+    out[o] = 0;
+    *out_len = o;
+    return out;
+}
+
+/* The length of number x's plain form at tr[i..len) (its digits, then '.' or ','
+ * and its decimals; no more digits or decimals after it), or 0. */
+static size_t plain_at(const dmt_numbers *g, const dmt_grouped_number *x, const char *tr, size_t len, size_t i) {
+    const char *d = g->plain + x->plain_at;
+    size_t n = x->digits;
+    if (i + n > len || memcmp(tr + i, d, n) || (i + n < len && is_digit(tr[i + n]))) return 0;
+    int decimal_after = i + n + 1 < len && (tr[i + n] == ',' || tr[i + n] == '.') && is_digit(tr[i + n + 1]);
+    if (!x->decimals) return decimal_after ? 0 : n;
+    size_t m = x->decimals;
+    if (!decimal_after || i + n + 1 + m > len || memcmp(tr + i + n + 1, d + n, m) ||
+        (i + n + 1 + m < len && is_digit(tr[i + n + 1 + m])))
+        return 0;
+    return n + 1 + m;
+}
+
+char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len) {
+    size_t cap = len + 1;
+    for (int k = 0; k < g->n; k++) cap += g->items[k].len;
+    char *out = malloc(cap), *used = calloc((size_t)g->n + 1, 1);
+    if (!out || !used) {
+        free(out);
+        free(used);
+        return NULL;
+    }
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        size_t n = 0;
+        int k = 0;
+        if (is_digit(tr[i]) && (i == 0 || !is_digit(tr[i - 1])))
+            for (k = 0; k < g->n && !n; k++)
+                if (!used[k]) n = plain_at(g, &g->items[k], tr, len, i);
+        if (!n) {
+            out[o++] = tr[i++];
+            continue;
+        }
+        const dmt_grouped_number *x = &g->items[--k];
+        used[k] = 1;
+        memcpy(out + o, g->source + x->at, x->len);
+        o += x->len;
+        i += n;
+    }
+    out[o] = 0;
+    *out_len = o;
+    free(used);
+    return out;
+}

@@ -1,0 +1,52 @@
+/* numbers.h — numbers with several group separators ("1,500,000", "3.250.000,50",
+ * "1'234'567") given to the model as plain digits and put back as the source
+ * wrote them (numbers.c; translate.c applies it with decoding.copy_numbers).
+ *
+ * copy_numbers makes the model write each run of digits as the source has it, but
+ * leaves the separators between runs to it, and a number of three runs came out
+ * with mixed ones, which change its value: "1,500,000" -> "1,500.000" (German) or
+ * "1,500 000" (French), "3,250,000,000 euros" -> "3,250 000 eur ... 000 euros". So
+ * a number of 1-3 digits and two or more groups of three, all after the same
+ * separator (',' '.' '\'' or a no-break space U+00A0 / U+202F), with an optional
+ * decimal part after the other of ',' '.', reaches the model as one run
+ * ("1500000", "3250000,50"), which copy_numbers then makes it write whole; where
+ * the translation has that run (and the same decimals, after '.' or ','), the
+ * number goes back as the source wrote it. A number whose digits another number
+ * of the sentence also has (written otherwise) is left to the model. One group
+ * ("6,000", which the model localises well: "6.000", "6 000") is too.
+ */
+#ifndef DEEPMT_MODEL_NUMBERS_H
+#define DEEPMT_MODEL_NUMBERS_H
+
+#include <stddef.h>
+
+typedef struct {
+    size_t at, len;       /* the number as written, in the sentence */
+    size_t digits;        /* its integer digits */
+    size_t decimals;      /* its decimal digits (0: none) */
+    size_t plain_at;      /* its integer digits, then its decimal digits, in dmt_numbers.plain */
+} dmt_grouped_number;
+
+typedef struct {
+    char *source;               /* a copy of the sentence; malloc'd */
+    char *plain;                /* each number's digits, one after the other; malloc'd */
+    int n;
+    dmt_grouped_number *items;  /* [n], in the sentence's order; malloc'd */
+} dmt_numbers;
+
+/* Finds text's grouped numbers: 1 with g filled (free with dmt_numbers_clear), 0
+ * when there are none (g empty), -1 when out of memory. */
+int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g);
+
+/* text with each number as one run of digits (its decimal separator kept):
+ * malloc'd, NUL-terminated, length in *out_len; NULL when out of memory. */
+char *dmt_numbers_strip(const char *text, size_t len, const dmt_numbers *g, size_t *out_len);
+
+/* tr with each run of digits that is a number's (and its decimals) written as the
+ * source wrote that number, each number once, in the translation's order: malloc'd,
+ * NUL-terminated, length in *out_len; NULL when out of memory. */
+char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len);
+
+void dmt_numbers_clear(dmt_numbers *g);
+
+#endif

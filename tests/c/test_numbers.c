@@ -1,0 +1,68 @@
+/* test_numbers.c — model/numbers.c: numbers with several group separators, the
+ * plain digits the model gets for them, and the numbers put back into a
+ * translation as the source wrote them. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "model/numbers.h"
+
+/* find + strip + restore: the model input for text, and what tr becomes */
+static int round_trip(const char *text, const char *want_input, const char *tr, const char *want) {
+    dmt_numbers g;
+    if (dmt_numbers_find(text, strlen(text), &g) != 1) {
+        printf("# no number in '%s'\n", text);
+        return 0;
+    }
+    size_t n = 0, k = 0;
+    char *input = dmt_numbers_strip(text, strlen(text), &g, &n);
+    char *out = dmt_numbers_restore(tr, strlen(tr), &g, &k);
+    int ok = input && out && n == strlen(want_input) && !strcmp(input, want_input) && k == strlen(want) &&
+             !strcmp(out, want);
+    if (!ok) printf("# '%s': input '%s' (want '%s'), out '%s' (want '%s')\n", text, input, want_input, out, want);
+    free(input);
+    free(out);
+    dmt_numbers_clear(&g);
+    return ok;
+}
+
+int main(void) {
+    CHECK(round_trip("The city has 1,500,000 people.", "The city has 1500000 people.", "Die Stadt hat 1500000 Leute.",
+                     "Die Stadt hat 1,500,000 Leute."),
+          "commas: one run for the model, the number back as written");
+    CHECK(round_trip("Es kostet 3.250.000,50 Euro.", "Es kostet 3250000,50 Euro.", "It costs 3250000.50 euros.",
+                     "It costs 3.250.000,50 euros."),
+          "full stops and a decimal comma; the translation's decimal point is matched too");
+    CHECK(round_trip("Il y a 12\xC2\xA0" "000\xC2\xA0" "000 habitants et 1'234'567 francs.",
+                     "Il y a 12000000 habitants et 1234567 francs.", "There are 1234567 francs and 12000000 people.",
+                     "There are 1'234'567 francs and 12\xC2\xA0" "000\xC2\xA0" "000 people."),
+          "no-break spaces and apostrophes; numbers found wherever the translation moved them");
+    CHECK(round_trip("From 1,000,000 to 1,000,000.", "From 1000000 to 1000000.", "Von 1000000 bis 1000000 und 1000000.",
+                     "Von 1,000,000 bis 1,000,000 und 1000000."),
+          "each number once: a third run the source did not have stays as written");
+    CHECK(round_trip("1,234,567.89 and 2,000,000", "1234567.89 and 2000000", "1234567 und 2000000,0 und 1234567,89",
+                     "1234567 und 2000000,0 und 1,234,567.89"),
+          "a run with other decimals, or without the source's, is not the number");
+
+    static const char *const none[] = {
+        "Version 1.2.3 and 192.168.1.1", "On 12.05.2024 at 10.30", "It costs 1,234 dollars.", "6.000 Leute",
+        "1,234,5678 and 12345,678,901", "10.000.000.1 is an address", "1,000,000 or 1000000", "1,500,000 and 1.500.000",
+        "a1,000,000", "", "1,,000,000", "1,000.000,000"};
+    int right = 0, n = (int)(sizeof none / sizeof none[0]);
+    for (int i = 0; i < n; i++) {
+        dmt_numbers g;
+        int r = dmt_numbers_find(none[i], strlen(none[i]), &g);
+        if (r == 0 && g.n == 0) right++;
+        else printf("# '%s': %d numbers\n", none[i], g.n);
+        dmt_numbers_clear(&g);
+    }
+    CHECK(right == n, "not a number of several groups: versions, addresses, dates, one group, uneven groups, "
+                      "glued to a word, mixed separators; nor one whose digits another run has",
+          "%d/%d", right, n);
+    dmt_numbers g;
+    CHECK(dmt_numbers_find("1,000,000 and 2,000,000", 23, &g) == 1 && g.n == 2 && g.items[1].at == 14 &&
+              g.items[1].digits == 7 && g.items[1].decimals == 0,
+          "two numbers, where they are");
+    dmt_numbers_clear(&g);
+    return check_done();
+}
