@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import repo_path, translate_lines  # noqa: E402
+from testutil import engine, translate_lines  # noqa: E402
 
 RUNS = [("What is this???", "???"), ("This is amazing!!!", "!!!"), ("Are you serious?!", "?!"),
         ("Wait for me...", "..."), ("Stop it now!!", "!!"), ("I cannot believe it!?", "!?"),
@@ -29,10 +29,8 @@ def one_mark(line, run):
 
 
 def main():
-    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-    model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    if not os.access(binary, os.X_OK):
-        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+    binary, model = engine()
+    if not binary:
         return tap.done()
     lines = [line for line, _ in RUNS]
     rc, single, err = translate_lines(binary, model, [one_mark(line, run) for line, run in RUNS])

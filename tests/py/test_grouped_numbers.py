@@ -20,7 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import model_with_decoding, repo_path, translate_lines  # noqa: E402
+from testutil import engine, model_with_decoding, translate_lines  # noqa: E402
 
 LINES = [("The city has 1,500,000 inhabitants.", "1,500,000"),
          ("The project cost 2,345,678 dollars.", "2,345,678"),
@@ -37,10 +37,8 @@ def kept(outputs):
 
 
 def main():
-    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-    model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    if not os.access(binary, os.X_OK):
-        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+    binary, model = engine()
+    if not binary:
         return tap.done()
     lines = [x for x, _ in LINES]
     for target in ("de", "fr", "cs"):

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import repo_path, translate_lines  # noqa: E402
+from testutil import engine, translate_lines  # noqa: E402
 
 ITEMS = [("- ", "Check your e-mail every morning."), ("\u2022 ", "Buy milk, eggs and bread."),
          ("2) ", "Click the button and close the window."), ("(a) ", "Read the letter before the meeting."),
@@ -25,10 +25,8 @@ ITEMS = [("- ", "Check your e-mail every morning."), ("\u2022 ", "Buy milk, eggs
 
 
 def main():
-    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-    model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    if not os.access(binary, os.X_OK):
-        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+    binary, model = engine()
+    if not binary:
         return tap.done()
     bare = [s for _, s in ITEMS]
     lines = [m + s for m, s in ITEMS]

@@ -98,3 +98,16 @@ def load_script(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def engine():
+    """(the deepmt binary, the model directory) the end-to-end tests run: $DEEPMT_BIN
+    (build/deepmt) and $DEEPMT_MODEL (models/default). The binary is None, reported as
+    a failed check, when it is missing."""
+    import tap
+    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
+    model = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
+    if not os.access(binary, os.X_OK):
+        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+        return None, model
+    return binary, model
