@@ -290,8 +290,18 @@ static place place_span(const dmt_passthrough *p, const dmt_passthrough_span *s,
                 found = pairs[2 * q + 1];
         if (found >= 0) return (place){found, 0, 0};
     }
-    for (int q = 0; pairs && q < n_pairs; q++) /* (found starts at -1: only targets >= 0 count) */
-        if (pairs[2 * q] == s->prev && pairs[2 * q + 1] < nt && pairs[2 * q + 1] > found) found = pairs[2 * q + 1];
+    /* after the last target word aligned to the word before it, but not after one that
+     * also renders the word after it: the span sits between the two ("Contact: a@b.cz,
+     * +420 777" had put the address after "+420", which the model aligned to both) */
+    for (int pass = 0; pass < 2 && found < 0; pass++)
+        for (int q = 0; pairs && q < n_pairs; q++) { /* (found starts at -1: only targets >= 0 count) */
+            int t = pairs[2 * q + 1];
+            if (pairs[2 * q] != s->prev || t >= nt || t <= found) continue;
+            int shared = 0;
+            for (int u = 0; !pass && u < n_pairs && !shared; u++)
+                shared = pairs[2 * u] == s->prev + 1 && pairs[2 * u + 1] == t;
+            if (!shared) found = t;
+        }
     if (found >= 0) return (place){found, 1, s->glued};
     if (s->prev + 1 < p->n_kept) /* the word after it, if that one is aligned */
         for (int q = 0; pairs && q < n_pairs; q++)
@@ -348,6 +358,9 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
          * "Besuchen Sie. https://x.org"), unless the source had punctuation before the span too
          * ("... a new dog. info@example.org") */
         if (at[i].after && at[i].t == nt - 1 && !after_punctuation(p->original, p->spans[i].start)) at[i].split = 1;
+        /* the word before ended with its own punctuation ("Contact: a@b.cz, ..."): that
+         * stays before the span, whatever was glued after it */
+        else if (at[i].split && after_punctuation(p->original, p->spans[i].start)) at[i].split = 0;
     }
     size_t o = 0, i = 0;
     int t = 0, w = 0; /* target word, output word */

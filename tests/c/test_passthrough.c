@@ -304,6 +304,16 @@ int main(void) {
               "not for a span with letters, one with punctuation after it, or one glued to a word", "%d", p.n_spans);
         dmt_passthrough_clear(&p);
     }
+    { /* a target word aligned to the words on both sides of the span: the span goes before it;
+       * the word before's own punctuation stays before the span */
+        const int pairs[] = {0, 0, 0, 1, 1, 1, 2, 2};
+        CHECK(restores_to("Contact: a@b.cz, +420 777", "Kontakt: +420 777", pairs, 4, "Kontakt: a@b.cz +420 777", NULL, 0),
+              "between the two words it sat between (\"Contact: +420 a@b.cz 777\" before)");
+        const int two[] = {0, 0, 0, 1, 1, 2};
+        CHECK(restores_to("Visit x@y.cz, then rest.", "Besuchen Sie, dann Ruhe.", two, 3,
+                          "Besuchen Sie x@y.cz, dann Ruhe.", NULL, 0),
+              "without punctuation before it, a glued comma still follows the span");
+    }
     { /* a letter before a colon is a label ("A: ..."), whatever the languages' one-letter words */
         dmt_passthrough p;
         int calls = 0;
