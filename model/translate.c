@@ -9,6 +9,10 @@
  * sentence typed in capitals is tokenized in sentence case and its translations are
  * given back in capitals (dmt_translate_output.all_caps).
  *
+ * Numbers with several group separators (model/numbers.h): with
+ * decoding.copy_numbers, given to the model as one run of digits (after the
+ * pass-through, so a URL's digits stay its own) and put back as written, first.
+ *
  * URLs, e-mail addresses, emoji and words the vocabulary cannot spell
  * (model/passthrough.h, unspellable below): with decoding.pass_through, they
  * are taken out of the sentence before everything else (so an ALL-CAPS sentence
@@ -270,8 +274,8 @@ static int adopt_pass(dmt_translate_output *o, dmt_passthrough *found, int statu
 }
 
 /* One sentence's pieces into ids (language tokens made <unk>, no </s>), with the
- * text rules: nothing to translate, the final run of marks, the pass-through and the
- * all-caps rule; the count, or -1 with o->error set. */
+ * text rules: nothing to translate, the final run of marks, the pass-through,
+ * grouped numbers and the all-caps rule; the count, or -1 with o->error set. */
 static int tokenize_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
     o->all_caps = 0;
     memset(&o->marks, 0, sizeof o->marks);
