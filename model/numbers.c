@@ -7,13 +7,15 @@
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-/* The length of a group separator at s[j] (',' '.' '\'' U+00A0 U+202F), or 0. */
+static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* The length of a group separator at s[j] (',' '.' '\'' ' ' U+00A0 U+2009 U+202F), or 0. */
 static size_t separator_at(const char *s, size_t len, size_t j) {
     const unsigned char *u = (const unsigned char *)s + j;
     if (j >= len) return 0;
-    if (u[0] == ',' || u[0] == '.' || u[0] == '\'') return 1;
+    if (u[0] == ',' || u[0] == '.' || u[0] == '\'' || u[0] == ' ') return 1;
     if (j + 1 < len && u[0] == 0xC2 && u[1] == 0xA0) return 2;
-    if (j + 2 < len && u[0] == 0xE2 && u[1] == 0x80 && u[2] == 0xAF) return 3;
+    if (j + 2 < len && u[0] == 0xE2 && u[1] == 0x80 && (u[2] == 0xAF || u[2] == 0x89)) return 3;
     return 0;
 }
 
@@ -23,7 +25,8 @@ static int starts_number(const char *s, size_t i) {
     if (!is_digit(s[i])) return 0;
     if (i == 0) return 1;
     unsigned char b = (unsigned char)s[i - 1];
-    return !is_digit((char)b) && !((b | 32) >= 'a' && (b | 32) <= 'z') && !strchr(",.'", b) && b != 0xA0 && b != 0xAF;
+    return !is_digit((char)b) && !((b | 32) >= 'a' && (b | 32) <= 'z') && !strchr(",.'", b) && b != 0xA0 &&
+           b != 0xAF && b != 0x89;
 }
 
 /* The end of the grouped number at s[i] (starts_number), its integer and decimal
@@ -50,7 +53,8 @@ static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, si
         dec = q - end - 1;
         end = q;
     }
-    size_t after = separator_at(s, len, end); /* "1.234.567.8", an address "10.000.000.1": not one */
+    /* "1.234.567.8", an address "10.000.000.1", "1 500 000 3": not one */
+    size_t after = separator_at(s, len, end);
     if (after && end + after < len && is_digit(s[end + after])) return 0;
     *digits = (k - i) + 3 * groups;
     *decimals = dec;
@@ -63,6 +67,13 @@ static size_t digits_of(const char *s, size_t n, char *out) {
     for (size_t i = 0; i < n; i++)
         if (is_digit(s[i])) out[m++] = s[i];
     return m;
+}
+
+/* The whitespace-separated word s[at] is in (from 0; counting as the word alignment does). */
+static int word_of(const char *s, size_t at) {
+    int words = 0;
+    for (size_t j = 0; j <= at; j++) words += !is_space(s[j]) && (j == 0 || is_space(s[j - 1]));
+    return words > 0 ? words - 1 : 0;
 }
 
 void dmt_numbers_clear(dmt_numbers *g) {
@@ -93,7 +104,8 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
         if (!end) continue;
         if (g->n < most / 2) {
             dmt_grouped_number *x = &g->items[g->n++];
-            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain};
+            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain, word_of(text, i), 0};
+            for (size_t j = i; j < end; j++) x->spaces += text[j] == ' ';
             plain += digits_of(text + i, end - i, g->plain + plain);
         }
         i = end - 1;
@@ -122,6 +134,7 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
         if (!clash) g->items[kept++] = *x;
     }
     g->n = kept;
+    for (int k = 0; k < kept; k++) g->spaced += g->items[k].spaces > 0;
     if (!kept) {
         dmt_numbers_clear(g);
         return 0;
@@ -168,7 +181,7 @@ static size_t plain_at(const dmt_numbers *g, const dmt_grouped_number *x, const 
     return n + 1 + m;
 }
 
-char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len) {
+char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len, int *placed) {
     size_t cap = len + 1;
     for (int k = 0; k < g->n; k++) cap += g->items[k].len;
     char *out = malloc(cap), *used = calloc((size_t)g->n + 1, 1);
@@ -177,10 +190,13 @@ char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size
         free(used);
         return NULL;
     }
+    for (int k = 0; placed && k < g->n; k++) placed[k] = -1;
     size_t o = 0;
+    int word = -1; /* tr's word at i */
     for (size_t i = 0; i < len;) {
         size_t n = 0;
         int k = 0;
+        if (!is_space(tr[i]) && (i == 0 || is_space(tr[i - 1]))) word++;
         if (is_digit(tr[i]) && (i == 0 || !is_digit(tr[i - 1])))
             for (k = 0; k < g->n && !n; k++)
                 if (!used[k]) n = plain_at(g, &g->items[k], tr, len, i);
@@ -190,6 +206,7 @@ char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size
         }
         const dmt_grouped_number *x = &g->items[--k];
         used[k] = 1;
+        if (placed) placed[k] = word;
         memcpy(out + o, g->source + x->at, x->len);
         o += x->len;
         i += n;
@@ -198,4 +215,88 @@ char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size
     *out_len = o;
     free(used);
     return out;
+}
+
+/* A word of the model's side as the word(s) of the sentence or translation: the
+ * first in *first, the count returned (two numbers may share a word: "1 500-2 000 000").
+ * at[k]: number k's word on the model's side, -1: none. */
+static int widen(const dmt_numbers *g, const int *at, int w, int *first) {
+    int shift = 0, count = 1;
+    for (int k = 0; k < g->n; k++) {
+        if (at[k] >= 0 && at[k] < w) shift += g->items[k].spaces;
+        if (at[k] == w) count += g->items[k].spaces;
+    }
+    *first = w + shift;
+    return count;
+}
+
+typedef struct {
+    int s, t, order;
+} number_pair;
+
+static int by_target(const void *a, const void *b) {
+    const number_pair *x = a, *y = b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* The pairs for words s0.. (ns of them) and t0.. (nt): group by group where the
+ * counts agree (the number as written on both sides), else each word with the
+ * other side's first; into rows (if not NULL) from n; the new count. */
+static size_t widened(number_pair *rows, size_t n, int s0, int ns, int t0, int nt) {
+    if (ns == nt) {
+        for (int a = 0; a < ns; a++, n++)
+            if (rows) rows[n] = (number_pair){s0 + a, t0 + a, (int)n};
+        return n;
+    }
+    for (int a = 0; a < ns; a++, n++)
+        if (rows) rows[n] = (number_pair){s0 + a, t0, (int)n};
+    for (int b = 1; b < nt; b++, n++)
+        if (rows) rows[n] = (number_pair){s0, t0 + b, (int)n};
+    return n;
+}
+
+int dmt_numbers_map_pairs(const dmt_numbers *g, const int *placed, const int *pairs, int n_pairs, int **out,
+                          int *n_out) {
+    *out = NULL;
+    *n_out = 0;
+    int *source_at = malloc(((size_t)g->n + 1) * sizeof *source_at);
+    if (!source_at) return -1;
+    int removed = 0; /* the plain spaces of the numbers before: words the model's side lacks */
+    for (int k = 0; k < g->n; k++) {
+        source_at[k] = g->items[k].word - removed;
+        removed += g->items[k].spaces;
+    }
+    number_pair *rows = NULL;
+    size_t n = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count, then fill */
+        if (pass && !(rows = malloc((n ? n : 1) * sizeof *rows))) {
+            free(source_at);
+            return -1;
+        }
+        n = 0;
+        for (int q = 0; q < n_pairs; q++) {
+            if (pairs[2 * q] < 0 || pairs[2 * q + 1] < 0) continue;
+            int s0 = 0, t0 = pairs[2 * q + 1], ns = widen(g, source_at, pairs[2 * q], &s0), nt = 1;
+            if (placed) nt = widen(g, placed, pairs[2 * q + 1], &t0);
+            n = widened(rows, n, s0, ns, t0, nt);
+        }
+    }
+    free(source_at);
+    qsort(rows, n, sizeof *rows, by_target);
+    int *res = malloc((n ? n : 1) * 2 * sizeof *res);
+    if (!res) {
+        free(rows);
+        return -1;
+    }
+    int m = 0;
+    for (size_t r = 0; r < n; r++) { /* each pair once (pairs for one target word are together) */
+        int seen = 0;
+        for (int u = m - 1; u >= 0 && res[2 * u + 1] == rows[r].t && !seen; u--) seen = res[2 * u] == rows[r].s;
+        if (!seen) res[2 * m] = rows[r].s, res[2 * m + 1] = rows[r].t, m++;
+    }
+    free(rows);
+    *out = res;
+    *n_out = m;
+    return 0;
 }

@@ -11,7 +11,8 @@
  *
  * Numbers with several group separators (model/numbers.h): with
  * decoding.copy_numbers, given to the model as one run of digits (after the
- * pass-through, so a URL's digits stay its own) and put back as written, first.
+ * pass-through, so a URL's digits stay its own) and put back as written, first;
+ * the alignment then counts the words of one grouped with plain spaces.
  *
  * URLs, e-mail addresses, emoji and words the vocabulary cannot spell
  * (model/passthrough.h, unspellable below): with decoding.pass_through, they
@@ -223,37 +224,63 @@ static int restore_spans(dmt_translate_output *o) {
     return 0;
 }
 
+/* The best translation's alignment through the numbers grouped with plain spaces:
+ * their words on both sides (placed: the words they went into). 0, or -1. */
+static int number_alignment(dmt_translate_output *o, const int *placed) {
+    int *pairs = NULL, n = 0;
+    if (dmt_numbers_map_pairs(&o->numbers, placed, o->alignment, o->n_alignment, &pairs, &n)) return -1;
+    free(o->alignment);
+    o->alignment = pairs;
+    o->n_alignment = n;
+    return 0;
+}
+
 /* n-best token lists -> texts. -1 on failure (message in o->error). */
 static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o) {
     o->texts = calloc((size_t)(nb->n ? nb->n : 1), sizeof *o->texts);
     o->scores = calloc((size_t)(nb->n ? nb->n : 1), sizeof *o->scores);
-    if (!o->texts || !o->scores) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+    /* where the best translation's numbers went, for its alignment */
+    int *placed = o->numbers.spaced ? malloc((size_t)o->numbers.n * sizeof *placed) : NULL;
+    if (!o->texts || !o->scores || (o->numbers.spaced && !placed)) goto out_of_memory;
     for (int r = 0; r < nb->n; r++) {
         if (dmt_tokenizer_decode(m->tokenizer, nb->hyps[r].tokens, nb->hyps[r].n_tokens, &o->texts[r], o->error,
-                                 sizeof o->error) < 0)
+                                 sizeof o->error) < 0) {
+            free(placed);
             return -1;
+        }
         if (o->numbers.n) { /* before the spans go back: a URL's digits are its own */
             size_t n = 0;
-            char *t = dmt_numbers_restore(o->texts[r], strlen(o->texts[r]), &o->numbers, &n);
-            if (!t) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+            char *t = dmt_numbers_restore(o->texts[r], strlen(o->texts[r]), &o->numbers, &n, r ? NULL : placed);
+            if (!t) goto out_of_memory;
             free(o->texts[r]);
             o->texts[r] = t;
         }
         if (o->all_caps) {
             char *up = dmt_casing_upper(o->texts[r], strlen(o->texts[r]), NULL);
-            if (!up) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+            if (!up) goto out_of_memory;
             free(o->texts[r]);
             o->texts[r] = up;
         }
         o->scores[r] = nb->hyps[r].score;
         o->n = r + 1;
     }
-    if (nb->n == 0) { snprintf(o->error, sizeof o->error, "no translation found"); return -1; }
+    if (nb->n == 0) {
+        free(placed);
+        snprintf(o->error, sizeof o->error, "no translation found");
+        return -1;
+    }
     o->out_tokens = nb->hyps[0].n_tokens;
-    if (word_alignment(m, &nb->hyps[0], o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
-    if (o->pass && restore_spans(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
-    if (o->marks.len && restore_marks(o)) { snprintf(o->error, sizeof o->error, "out of memory"); return -1; }
+    if (word_alignment(m, &nb->hyps[0], o)) goto out_of_memory;
+    if (o->numbers.spaced && o->alignment && number_alignment(o, placed)) goto out_of_memory;
+    free(placed);
+    placed = NULL;
+    if (o->pass && restore_spans(o)) goto out_of_memory;
+    if (o->marks.len && restore_marks(o)) goto out_of_memory;
     return 0;
+out_of_memory:
+    free(placed);
+    snprintf(o->error, sizeof o->error, "out of memory");
+    return -1;
 }
 
 static int encode_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o);

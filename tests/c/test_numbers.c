@@ -16,7 +16,7 @@ static int round_trip(const char *text, const char *want_input, const char *tr, 
     }
     size_t n = 0, k = 0;
     char *input = dmt_numbers_strip(text, strlen(text), &g, &n);
-    char *out = dmt_numbers_restore(tr, strlen(tr), &g, &k);
+    char *out = dmt_numbers_restore(tr, strlen(tr), &g, &k, NULL);
     int ok = input && out && n == strlen(want_input) && !strcmp(input, want_input) && k == strlen(want) &&
              !strcmp(out, want);
     if (!ok) printf("# '%s': input '%s' (want '%s'), out '%s' (want '%s')\n", text, input, want_input, out, want);
@@ -47,7 +47,8 @@ int main(void) {
     static const char *const none[] = {
         "Version 1.2.3 and 192.168.1.1", "On 12.05.2024 at 10.30", "It costs 1,234 dollars.", "6.000 Leute",
         "1,234,5678 and 12345,678,901", "10.000.000.1 is an address", "1,000,000 or 1000000", "1,500,000 and 1.500.000",
-        "a1,000,000", "", "1,,000,000", "1,000.000,000"};
+        "a1,000,000", "", "1,,000,000", "1,000.000,000", "In 2019 100 000 people", "1  500  000", "1 500 000 2",
+        "12 000 euros", "1 500\xC2\xA0" "000", "1 500 0000"};
     int right = 0, n = (int)(sizeof none / sizeof none[0]);
     for (int i = 0; i < n; i++) {
         dmt_numbers g;
@@ -57,12 +58,53 @@ int main(void) {
         dmt_numbers_clear(&g);
     }
     CHECK(right == n, "not a number of several groups: versions, addresses, dates, one group, uneven groups, "
-                      "glued to a word, mixed separators; nor one whose digits another run has",
+                      "glued to a word, mixed separators, a year before one group, double spaces, a digit after; nor one "
+          "whose digits another run has",
           "%d/%d", right, n);
     dmt_numbers g;
     CHECK(dmt_numbers_find("1,000,000 and 2,000,000", 23, &g) == 1 && g.n == 2 && g.items[1].at == 14 &&
               g.items[1].digits == 7 && g.items[1].decimals == 0,
           "two numbers, where they are");
+    dmt_numbers_clear(&g);
+
+    CHECK(round_trip("Il a 1 500 000 et 2 000 000 euros.", "Il a 1500000 et 2000000 euros.",
+                     "He has 2000000 and 1500000 euros.", "He has 2 000 000 and 1 500 000 euros."),
+          "plain spaces: one run for the model, the number back as written");
+    CHECK(round_trip("Volejte 777 123 456 nebo 6\xE2\x80\x89" "000\xE2\x80\x89" "000.", "Volejte 777123456 nebo 6000000.",
+                     "Call 777123456 or 6000000.", "Call 777 123 456 or 6\xE2\x80\x89" "000\xE2\x80\x89" "000."),
+          "a phone number grouped in threes goes back as written; thin spaces");
+
+    /* the alignment through numbers of several words: "Il0 a1 1 500 000 et 2 000 000 euros." is
+     * "Il a N et M euros." for the model, its translation "He has M and N euros." */
+    const char *text = "Il a 1 500 000 et 2 000 000 euros.", *tr = "He has 2000000 and 1500000 euros.";
+    int placed[2] = {-9, -9}, *pairs = NULL, n_pairs = 0;
+    size_t k = 0;
+    char *out = NULL;
+    int found = dmt_numbers_find(text, strlen(text), &g);
+    CHECK(found == 1 && g.n == 2 && g.spaced == 2 && g.items[0].word == 2 && g.items[0].spaces == 2 &&
+              g.items[1].word == 6 && g.items[1].spaces == 2,
+          "each number's word and plain spaces");
+    if (found == 1) out = dmt_numbers_restore(tr, strlen(tr), &g, &k, placed);
+    CHECK(out && placed[0] == 4 && placed[1] == 2, "restore says which word of the translation each number went into",
+          "%d %d", placed[0], placed[1]);
+    static const int model_pairs[] = {0, 0, 1, 1, 4, 2, 3, 3, 2, 4, 3, 4, 5, 5, -1, 2};
+    static const int want[] = {0, 0, 1, 1, 6, 2, 7, 3, 8, 4, 5, 5, 2, 6, 5, 6, 3, 7, 5, 7, 4, 8, 5, 8, 9, 9};
+    int n_want = (int)(sizeof want / sizeof want[0]) / 2, rc = -1;
+    if (out) rc = dmt_numbers_map_pairs(&g, placed, model_pairs, 8, &pairs, &n_pairs);
+    int same = rc == 0 && n_pairs == n_want && !memcmp(pairs, want, sizeof want);
+    if (!same && rc == 0)
+        for (int q = 0; q < n_pairs; q++) printf("# %d-%d\n", pairs[2 * q], pairs[2 * q + 1]);
+    CHECK(same, "the pairs in the sentence's and the translation's words: a number's words group by group, a word "
+                "aligned to a number with each of its words, in target order",
+          "%d pairs, want %d", n_pairs, n_want);
+    free(pairs);
+    pairs = NULL;
+    rc = dmt_numbers_map_pairs(&g, NULL, (const int[]){2, 0, 3, 1}, 2, &pairs, &n_pairs);
+    CHECK(rc == 0 && n_pairs == 4 && pairs[0] == 2 && pairs[2] == 3 && pairs[4] == 4 && pairs[5] == 0 && pairs[6] == 5 &&
+              pairs[7] == 1,
+          "without placed, only the source side widens");
+    free(pairs);
+    free(out);
     dmt_numbers_clear(&g);
     return check_done();
 }

@@ -398,7 +398,19 @@ static void check_marks(const uint8_t *data, size_t size) {
     free(back);
 }
 
-/* model/numbers.c: numbers in place, and the plain digits put back give the sentence back */
+/* Whitespace-separated words, as the word alignment counts them. */
+static int count_words(const char *s, size_t n) {
+    int words = 0;
+    for (size_t i = 0; i < n; i++) {
+        int space = s[i] == ' ' || (s[i] >= '\t' && s[i] <= '\r');
+        int before = i > 0 && !(s[i - 1] == ' ' || (s[i - 1] >= '\t' && s[i - 1] <= '\r'));
+        words += !space && !before;
+    }
+    return words;
+}
+
+/* model/numbers.c: numbers in place, and the plain digits put back give the sentence
+ * back; the alignment through them word for word */
 static void check_numbers(const uint8_t *data, size_t size) {
     dmt_numbers g;
     int r = dmt_numbers_find((const char *)data, size, &g);
@@ -416,8 +428,22 @@ static void check_numbers(const uint8_t *data, size_t size) {
     size_t n = 0, m = 0;
     char *input = dmt_numbers_strip((const char *)data, size, &g, &n);
     REQUIRE(input && n < size, "strip");
-    char *back = dmt_numbers_restore(input, n, &g, &m);
+    int *placed = malloc((size_t)g.n * sizeof *placed);
+    REQUIRE(placed, "out of memory");
+    char *back = dmt_numbers_restore(input, n, &g, &m, placed);
     REQUIRE(back && m == size && !memcmp(back, data, size), "restore(strip(text)) is not text");
+    /* the stripped text aligned to itself word by word is the text aligned to itself */
+    int model_words = count_words(input, n), words = count_words((const char *)data, size);
+    int *diagonal = malloc((size_t)(model_words ? model_words : 1) * 2 * sizeof *diagonal), *pairs = NULL, n_pairs = 0;
+    REQUIRE(diagonal, "out of memory");
+    for (int w = 0; w < model_words; w++) diagonal[2 * w] = diagonal[2 * w + 1] = w;
+    REQUIRE(dmt_numbers_map_pairs(&g, placed, diagonal, model_words, &pairs, &n_pairs) == 0, "map_pairs failed");
+    REQUIRE(n_pairs == words, "%d pairs for %d words", n_pairs, words);
+    for (int q = 0; q < n_pairs; q++)
+        REQUIRE(pairs[2 * q] == q && pairs[2 * q + 1] == q, "pair %d is %d-%d", q, pairs[2 * q], pairs[2 * q + 1]);
+    free(pairs);
+    free(diagonal);
+    free(placed);
     free(input);
     free(back);
     dmt_numbers_clear(&g);

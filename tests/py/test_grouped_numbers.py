@@ -9,6 +9,10 @@ decoding.copy_numbers), end to end with the shipped model. TAP.
   "1,500.000" change the value), so the rule is what keeps them;
 - a number with a long run of zeros and no separators ("3250000000") is written
   whole: the repetition guard lets the source's own continuation through;
+- grouped with plain spaces, as French and Czech are typed ("3 250 000 000"), the
+  same into English, German and French (the model had read them as several numbers:
+  "3,250,000 euros. 000 euros.", "1,500 000"), and the word alignment counts the
+  number's words on both sides, group by group;
 - the server gives the same.
 """
 import os
@@ -30,10 +34,31 @@ LINES = [("The city has 1,500,000 inhabitants.", "1,500,000"),
          ("Die Stadt hat 1.500.000 Einwohner.", "1.500.000")]
 
 
-def kept(outputs):
+SPACED = [("Le budget est de 3 250 000 000 euros.", "3 250 000 000"),
+          ("La ville compte 1 500 000 habitants.", "1 500 000"),
+          ("Rozpočet je 3 250 000 000 korun.", "3 250 000 000"),
+          ("Město má 1 500 000 obyvatel.", "1 500 000"),
+          ("Die Stadt hat 12 500 000 Einwohner.", "12 500 000")]
+
+
+def kept(outputs, lines=LINES):
     """Outputs holding their number exactly once and no run of digits it lacks."""
     return sum(o.count(n) == 1 and all(r in re.findall(r"\d+", n) for r in re.findall(r"\d+", o))
-               for o, (_, n) in zip(outputs, LINES))
+               for o, (_, n) in zip(outputs, lines))
+
+
+def check_alignment(binary, model):
+    """The number's three words in the source pair with its three words in the translation, in order."""
+    source = "La ville compte 1 500 000 habitants."
+    rc, got, err = translate_lines(binary, model, [source], "-t", "en", "--alignments")
+    text, _, pairs = got[0].partition("\t")
+    pairs = {tuple(map(int, p.split("-"))) for p in pairs.split()}
+    words = text.split()
+    at = next((j for j in range(len(words) - 2) if words[j:j + 3] == ["1", "500", "000"]), -1)
+    in_range = all(0 <= s < len(source.split()) and 0 <= t < len(words) for s, t in pairs)
+    tap.ok(rc == 0 and at >= 0 and in_range and {(3, at), (4, at + 1), (5, at + 2)} <= pairs,
+           "--alignments: the number's words pair group by group, every pair within the words",
+           detail=f"{got} {err[-300:]}")
 
 
 def main():
@@ -47,6 +72,13 @@ def main():
             k = kept(got)
             tap.ok(rc == 0 and k == len(LINES), f"into {target}, {mode} batches: every number as written ({k}/{len(LINES)})",
                    detail="\n".join(got) + err[-300:])
+    spaced = [x for x, _ in SPACED]
+    for target in ("en", "de", "fr"):
+        rc, got, err = translate_lines(binary, model, spaced, "-t", target)
+        k = kept(got, SPACED)
+        tap.ok(rc == 0 and k == len(SPACED), f"plain spaces, into {target}: every number as written ({k}/{len(SPACED)})",
+               detail="\n".join(got) + err[-300:])
+    check_alignment(binary, model)
     with tempfile.TemporaryDirectory(prefix="deepmt-numbers-") as tmp:
         off = model_with_decoding(model, tmp, "off", copy_numbers=False)
         changed = 0
