@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Robustness report for a LibreTranslate-compatible server (run by `make eval`).
 
-    scripts/robustness.py --url http://127.0.0.1:5000 --suite ../shared [--limit 300] [--json FILE]
+    scripts/robustness.py --url http://127.0.0.1:5000 --suite ../shared [--limit 300] [--checks LIST] [--json FILE]
 
 What a user notices first, measured on the general-domain test sets (data/general/test):
 
@@ -18,13 +18,19 @@ What a user notices first, measured on the general-domain test sets (data/genera
               languages, not translated)
   rules       the same for a rule, a blank or a row of stars: 3-12 of one of - _ * = ~ #
               (a model shortens or lengthens them)
+  numbers     share of large numbers whose value the translation keeps: the first
+              number of 1-4 digits in N FLORES devtest sentences becomes one of 7-10
+              digits grouped as the source language writes it (1,234,567 in English,
+              1.234.567 in German, 1 234 567 in French and Czech); kept when the
+              translation has those digits as one number, plain or grouped with one
+              separator throughout -- English <-> German, French, Czech and German <-> French
   all-caps    share of Tatoeba sentences whose ALL-CAPS form translates to the same
               text as the normal form, compared case-insensitively
   runs        share of Tatoeba translations holding a run of 4+ identical characters
               that the source does not hold ("Dammmmme")
 
-Targets (docs/evaluation.md): digits >= 95%, each pass-through kind (code, scripts
-and rules too) >= 95%,
+Targets (docs/evaluation.md): digits >= 95%, numbers >= 95%, each pass-through kind
+(code, scripts and rules too) >= 95%,
 all-caps >= 80%, runs < 0.5%. Standard library only; exit 0 when measured (the
 targets are reported, not enforced), 1-3 as scripts/evaluate.py.
 """
@@ -40,11 +46,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate as ev  # noqa: E402
 
 TARGETS = {"digits": 0.95, "url": 0.95, "email": 0.95, "emoji": 0.95, "code": 0.95, "scripts": 0.95, "rules": 0.95,
-           "all_caps": 0.80, "runs": 0.005}
+           "numbers": 0.95, "all_caps": 0.80, "runs": 0.005}
 DIGIT_DIRECTIONS = [("flores101.devtest", s, t) for s, t in
                     (("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en"))] + \
                    [("newstest2014.en-fr", "en", "fr"), ("newstest2020.en-de", "en", "de"),
                     ("newstest2020.de-en", "de", "en")]
+NUMBER_DIRECTIONS = [("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en"), ("de", "fr"),
+                     ("fr", "de")]
+GROUP_SEPARATOR = {"en": ",", "de": ".", "fr": " ", "cs": " "}
+# a number of 1-4 digits alone: not part of a grouped one ("4 000 000", "330 000")
+SMALL_NUMBER = re.compile(r"(?<![\d.,'\w])(?<!\d[ \u00a0\u2009\u202f])\d{1,4}(?![\d\w]|[.,']\d|[ \u00a0\u2009\u202f]\d{3}(?!\d))")
+# a number in a translation: digits in groups of three after one of these, or a plain run
+WRITTEN_NUMBER = re.compile(r"\d{1,3}(?:([,. '\u00a0\u2009\u202f])\d{3})(?:\1\d{3})*(?!\d)|\d+")
 TATOEBA = [("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en")]
 RUN4 = re.compile(r"(.)\1{3,}", re.S)
 EMOJI = ["😀", "😂", "👍", "🎉", "🙂", "🚀", "🔥", "✅", "🌍", "☕", "😢", "🙏", "⚽", "🐶", "🍕"]
@@ -60,6 +73,19 @@ def test_path(root, name, lang):
 
 def digit_runs(text):
     return re.findall(r"\d+", text)
+
+
+def large_number(lang, rng):
+    """7-10 digits grouped in threes the way lang writes them: the text and its digits."""
+    digits = str(rng.randint(1_000_000, 9_999_999_999))
+    head = len(digits) % 3 or 3
+    groups = [digits[:head]] + [digits[i:i + 3] for i in range(head, len(digits), 3)]
+    return GROUP_SEPARATOR[lang].join(groups), digits
+
+
+def keeps_number(translation, digits):
+    """Whether the translation writes digits as one number (plain, or one separator throughout)."""
+    return any(re.sub(r"\D", "", m.group(0)) == digits for m in WRITTEN_NUMBER.finditer(translation))
 
 
 def make_span(kind, rng):
@@ -91,7 +117,10 @@ def with_span(sentence, span, rng):
     return f"{span} {s}"
 
 
-def run_checks(client, root, limit, batch_size, log):
+CHECKS = ("digits", "numbers", "tatoeba")  # tatoeba: the pass-through kinds, ALL-CAPS and runs
+
+
+def run_checks(client, root, limit, batch_size, log, checks=CHECKS):
     out = {"targets": TARGETS}
 
     def translate(texts, s, t):
@@ -103,7 +132,7 @@ def run_checks(client, root, limit, batch_size, log):
     # digits
     total = kept = 0
     per = {}
-    for name, s, t in DIGIT_DIRECTIONS:
+    for name, s, t in DIGIT_DIRECTIONS if "digits" in checks else ():
         p = test_path(root, name, s)
         if not os.path.isfile(p):
             continue
@@ -113,7 +142,35 @@ def run_checks(client, root, limit, batch_size, log):
         per[f"{name} {s}-{t}"] = {"sentences": len(src), "all_digits_kept": ok}
         total, kept = total + len(src), kept + ok
         log(f"digits {name} {s}-{t}: {ok}/{len(src)}")
-    out["digits"] = {"share": kept / total if total else None, "sentences": total, "per_set": per}
+    if "digits" in checks:
+        out["digits"] = {"share": kept / total if total else None, "sentences": total, "per_set": per}
+
+    # large numbers, on FLORES (its sentences are the same in every language)
+    rng_numbers = random.Random(20261209)
+    total = kept = 0
+    per, number_examples = {}, []
+    for s, t in NUMBER_DIRECTIONS if "numbers" in checks else ():
+        p = test_path(root, "flores101.devtest", s)
+        if not os.path.isfile(p):
+            continue
+        src, want = [], []
+        for x in ev.read_lines(p):
+            m = SMALL_NUMBER.search(x)
+            if m and len(src) < limit:
+                text, digits = large_number(s, rng_numbers)
+                src.append(x[:m.start()] + text + x[m.end():])
+                want.append(digits)
+        hyp = translate(src, s, t)
+        ok = 0
+        for x, d, h in zip(src, want, hyp):
+            ok += keeps_number(h, d)
+            if not keeps_number(h, d) and len(number_examples) < 5:
+                number_examples.append({"source": x, "output": h})
+        per[f"{s}-{t}"] = {"sentences": len(src), "kept": ok}
+        total, kept = total + len(src), kept + ok
+        log(f"numbers {s}-{t}: {ok}/{len(src)}")
+    if "numbers" in checks:
+        out["numbers"] = {"share": kept / total if total else None, "sentences": total, "per_direction": per}
 
     # pass-through spans and ALL-CAPS and runs, on Tatoeba
     rng = random.Random(20261201)
@@ -123,7 +180,7 @@ def run_checks(client, root, limit, batch_size, log):
     rng_new = random.Random(20261207)  # code and scripts: their own, so the older kinds' spans stay as they were
     rng_rules = random.Random(20261208)  # and rules theirs
     examples = {"runs": [], "all_caps": [], "passthrough": []}
-    for s, t in TATOEBA:
+    for s, t in TATOEBA if "tatoeba" in checks else ():
         pair = f"tatoeba.{'-'.join(sorted((s, t), key=lambda x: x != 'en'))}"
         p = test_path(root, pair, s)
         if not os.path.isfile(p):
@@ -155,17 +212,20 @@ def run_checks(client, root, limit, batch_size, log):
                 if sp not in o and len(examples["passthrough"]) < 6:
                     examples["passthrough"].append({"kind": kind, "source": x, "output": o})
         log(f"tatoeba {s}-{t}: {len(src)} sentences")
-    out["runs"] = {"share": runs_bad / runs_total if runs_total else None, "outputs": runs_total, "with_new_run": runs_bad}
-    out["all_caps"] = {"share": caps_same / caps_total if caps_total else None, "sentences": caps_total}
-    for kind, (n, k) in spans.items():
-        out[kind] = {"share": k / n if n else None, "spans": n, "kept": k}
+    if "tatoeba" in checks:
+        out["runs"] = {"share": runs_bad / runs_total if runs_total else None, "outputs": runs_total,
+                       "with_new_run": runs_bad}
+        out["all_caps"] = {"share": caps_same / caps_total if caps_total else None, "sentences": caps_total}
+        for kind, (n, k) in spans.items():
+            out[kind] = {"share": k / n if n else None, "spans": n, "kept": k}
+    examples["numbers"] = number_examples
     out["examples"] = examples
     return out
 
 
 def print_report(r, out=sys.stdout):
     out.write(f"{'check':<12} {'measured':>9} {'target':>8}  count\n")
-    for key, label, cmp in (("digits", "digits", ">="), ("url", "URLs", ">="), ("email", "e-mails", ">="),
+    for key, label, cmp in (("digits", "digits", ">="), ("numbers", "numbers", ">="), ("url", "URLs", ">="), ("email", "e-mails", ">="),
                             ("emoji", "emoji", ">="), ("code", "code", ">="), ("scripts", "scripts", ">="),
                             ("rules", "rules", ">="), ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
         if key not in r:  # a report from before the kind was measured
@@ -184,9 +244,15 @@ def main(argv=None):
     ap.add_argument("--limit", type=int, default=300, help="sentences per direction and check (default 300)")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--checks", default=",".join(CHECKS),
+                    help=f"comma-separated, of {', '.join(CHECKS)} (tatoeba: the pass-through kinds, ALL-CAPS and "
+                         "runs; default: all)")
     ap.add_argument("--json", metavar="FILE")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
+    checks = [c for c in args.checks.split(",") if c]
+    if not checks or any(c not in CHECKS for c in checks):
+        ap.error(f"--checks: a comma-separated list of {', '.join(CHECKS)}")
     root = os.path.join(args.suite, "data")
     if not os.path.isdir(os.path.join(root, "general", "test")):
         print(f"robustness.py: no general test sets under {root}/general/test", file=sys.stderr)
@@ -195,7 +261,7 @@ def main(argv=None):
     try:
         client = ev.Client(args.url, None, args.timeout, 5)
         client.languages()
-        report = run_checks(client, root, args.limit, args.batch_size, log)
+        report = run_checks(client, root, args.limit, args.batch_size, log, checks)
     except ev.EvalError as e:
         print(f"robustness.py: error: {e}", file=sys.stderr)
         return e.code

@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -337,7 +338,10 @@ def check_suite(srv, tmp):
                   [f"{lang} everyday {i}." for i in range(5)] + ["loop here."])
     srv.reset()
     srv.httpd.table = {}
-    srv.httpd.translate = lambda q, s_, t_: ("LOOOOOP" if q.lower().startswith("loop") else q.upper())
+    # French sources: the first plain space between digits becomes a comma ("1,234 567": the value changes)
+    srv.httpd.translate = lambda q, s_, t_: ("LOOOOOP" if q.lower().startswith("loop") else
+                                             re.sub(r"(\d) (\d)", r"\1,\2", q.upper(), count=1) if s_ == "fr" else
+                                             q.upper())
     rep, hyps = os.path.join(tmp, "suite.json"), os.path.join(tmp, "suite-hyp")
     p = run_eval("--suite", root, "--url", srv.url, "--json", rep, "--hyp-dir", hyps, "--quiet")
     try:
@@ -384,6 +388,25 @@ def check_suite(srv, tmp):
         tap.ok(rob["rules"]["spans"] == rob["url"]["spans"] and 0.75 <= rob["rules"]["share"] < 1.0,
                "robustness: rules and blanks have no case: kept except in the looping sentence",
                json.dumps(rob["rules"]))
+        num = rob.get("numbers", {})
+        tap.ok(num.get("sentences") == 24 and num.get("share") == 0.75 and num["per_direction"]["fr-de"]["kept"] == 0
+               and num["per_direction"]["en-fr"]["kept"] == 3,
+               "robustness: a large number grouped as the source language writes it (8 directions); a translation "
+               "whose separators change its value does not keep it", json.dumps(num))
+    r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "robustness.py"), "--url", srv.url,
+                        "--suite", root, "--json", rj, "--quiet", "--checks", "numbers"], capture_output=True, text=True,
+                       timeout=120)
+    try:
+        with open(rj, encoding="utf-8") as f:
+            only = json.load(f)
+    except (OSError, ValueError):
+        only = {}
+    tap.ok(r.returncode == 0 and "numbers" in only and "digits" not in only and "runs" not in only
+           and "numbers" in r.stdout, "robustness --checks numbers: that check alone", r.stdout + r.stderr)
+    r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "robustness.py"), "--url", srv.url,
+                        "--suite", root, "--checks", "digits,nosuch"], capture_output=True, text=True, timeout=120)
+    tap.ok(r.returncode == 2 and "--checks" in r.stderr and "Traceback" not in r.stderr,
+           "robustness --checks with an unknown check: message, exit 2", r.stderr)
     srv.httpd.translate = lambda q, s_, t_: srv.httpd.table.get(q, q.upper())
 
 
