@@ -155,6 +155,14 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
         }
         c->decoding.copy_numbers = json_is_true(v);
     }
+    if ((v = json_object_get(d, "number_format"))) {
+        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+        if (!s || (strcmp(s, "target") && strcmp(s, "source"))) {
+            snprintf(err, errlen, "config.json: decoding.number_format must be \"target\" or \"source\"");
+            return -1;
+        }
+        c->decoding.numbers_as_written = !strcmp(s, "source");
+    }
     if ((v = json_object_get(d, "pass_through"))) {
         if (!json_is_boolean(v)) {
             snprintf(err, errlen, "config.json: decoding.pass_through must be true or false");

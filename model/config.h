@@ -39,6 +39,9 @@ typedef struct {
                                * -1 (absent): the last */
     int copy_numbers;         /* "copy_numbers": true: digits only as copies of the source's numbers
                                * (beam.h); needs a vocabulary with every digit its own piece; default 0 */
+    int numbers_as_written;   /* "number_format": "source": a number of several separators goes back as
+                               * the source wrote it; default ("target"): as the target language writes
+                               * it (model/numbers.h) */
     int pass_through;         /* "pass_through": true: URLs, e-mail addresses and emoji are kept out of the
                                * model and put back by the alignment (model/passthrough.h); default 0 */
     char pass_through_characters[96]; /* "pass_through_characters": printable ASCII punctuation and symbols

@@ -45,7 +45,7 @@ static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, si
         end = g + 3;
         groups++;
     }
-    if (groups < 2) return 0;
+    if (groups < 1) return 0;
     size_t dec = 0;
     if (end + 1 < len && (s[end] == ',' || s[end] == '.') && !(sep == 1 && s[end] == s[k]) && is_digit(s[end + 1])) {
         size_t q = end + 1;
@@ -53,6 +53,9 @@ static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, si
         dec = q - end - 1;
         end = q;
     }
+    /* one group is a number of several separators only with decimals after the other
+     * of ',' '.' ("2,500.50", "2.500,50"; not after a plain space: "in 2 500,5" may be two) */
+    if (groups < 2 && (!dec || s[k] == ' ')) return 0;
     /* "1.234.567.8", an address "10.000.000.1", "1 500 000 3": not one */
     size_t after = separator_at(s, len, end);
     if (after && end + after < len && is_digit(s[end + after])) return 0;
@@ -74,6 +77,47 @@ static int word_of(const char *s, size_t at) {
     int words = 0;
     for (size_t j = 0; j <= at; j++) words += !is_space(s[j]) && (j == 0 || is_space(s[j - 1]));
     return words > 0 ? words - 1 : 0;
+}
+
+const dmt_number_style *dmt_numbers_style(const char *lang) {
+    static const struct {
+        const char *lang;
+        dmt_number_style style;
+    } styles[] = {{"en", {",", "."}},
+                  {"de", {".", ","}},
+                  {"fr", {"\xE2\x80\xAF", ","}}, /* U+202F NARROW NO-BREAK SPACE */
+                  {"cs", {"\xC2\xA0", ","}}};     /* U+00A0 NO-BREAK SPACE */
+    for (size_t i = 0; lang && i < sizeof styles / sizeof styles[0]; i++)
+        if (!strcmp(lang, styles[i].lang)) return &styles[i].style;
+    return NULL;
+}
+
+/* Number x (its digits d, then its decimals) written in style: into out (room for
+ * written_len), the length. */
+static size_t write_styled(const dmt_grouped_number *x, const char *d, const dmt_number_style *style, char *out) {
+    size_t o = 0, head = x->digits % 3 ? x->digits % 3 : 3, gl = strlen(style->group);
+    for (size_t i = 0; i < x->digits; i++) {
+        if (i >= head && (i - head) % 3 == 0) {
+            memcpy(out + o, style->group, gl);
+            o += gl;
+        }
+        out[o++] = d[i];
+    }
+    if (x->decimals) {
+        size_t dl = strlen(style->decimal);
+        memcpy(out + o, style->decimal, dl);
+        o += dl;
+        memcpy(out + o, d + x->digits, x->decimals);
+        o += x->decimals;
+    }
+    return o;
+}
+
+/* The most bytes number x takes written in style (or as written). */
+static size_t written_len(const dmt_grouped_number *x, const dmt_number_style *style) {
+    size_t styled = style ? x->digits + x->decimals + (x->digits / 3 + 1) * strlen(style->group) + strlen(style->decimal)
+                          : 0;
+    return styled > x->len ? styled : x->len;
 }
 
 void dmt_numbers_clear(dmt_numbers *g) {
@@ -181,9 +225,10 @@ static size_t plain_at(const dmt_numbers *g, const dmt_grouped_number *x, const 
     return n + 1 + m;
 }
 
-char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len, int *placed) {
+char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len, int *placed,
+                          const dmt_number_style *style) {
     size_t cap = len + 1;
-    for (int k = 0; k < g->n; k++) cap += g->items[k].len;
+    for (int k = 0; k < g->n; k++) cap += written_len(&g->items[k], style);
     char *out = malloc(cap), *used = calloc((size_t)g->n + 1, 1);
     if (!out || !used) {
         free(out);
@@ -207,8 +252,12 @@ char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size
         const dmt_grouped_number *x = &g->items[--k];
         used[k] = 1;
         if (placed) placed[k] = word;
-        memcpy(out + o, g->source + x->at, x->len);
-        o += x->len;
+        if (style && !x->spaces) { /* a plain space may group a phone number: those stay as written */
+            o += write_styled(x, g->plain + x->plain_at, style, out + o);
+        } else {
+            memcpy(out + o, g->source + x->at, x->len);
+            o += x->len;
+        }
         i += n;
     }
     out[o] = 0;

@@ -13,8 +13,17 @@
  * "3250000,50"), which copy_numbers then makes it write whole; where the
  * translation has that run (and the same decimals, after '.' or ','), the number
  * goes back as the source wrote it. A number whose digits another number of the
- * sentence also has (written otherwise) is left to the model. One group ("6,000",
- * which the model localises well: "6.000", "6 000") is too.
+ * sentence also has (written otherwise) is left to the model. So is one group
+ * ("6,000", which the model localises well: "6.000", "6 000") unless decimals
+ * follow after the other separator ("2,500.50", which the model had written
+ * "2,500,50" in French and Czech).
+ *
+ * Such a number's value is plain whatever the language: two separators alike group,
+ * and the other one is the decimal point. So where the target language is one of
+ * dmt_numbers_style's, the number goes back written as that language writes it
+ * ("1,500,000.50" -> German "1.500.000,50", French "1 500 000,50"), as a reader
+ * there expects; a number grouped with plain spaces (a phone number may be) goes
+ * back as written, and so does every number for other languages.
  *
  * Grouped with plain spaces, "1 500 000" is three words in the sentence and the
  * translation but one for the model: dmt_numbers_map_pairs turns the model's word
@@ -53,11 +62,22 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g);
  * malloc'd, NUL-terminated, length in *out_len; NULL when out of memory. */
 char *dmt_numbers_strip(const char *text, size_t len, const dmt_numbers *g, size_t *out_len);
 
+/* How a language writes numbers (UTF-8 separators). */
+typedef struct {
+    const char *group, *decimal;
+} dmt_number_style;
+
+/* The style of "en" (1,234,567.5), "de" (1.234.567,5), "fr" (1 234 567,5 with
+ * U+202F, as CLDR has it) or "cs" (1 234 567,5 with U+00A0); NULL for others. */
+const dmt_number_style *dmt_numbers_style(const char *lang);
+
 /* tr with each run of digits that is a number's (and its decimals) written as the
- * source wrote that number, each number once, in the translation's order: malloc'd,
- * NUL-terminated, length in *out_len; NULL when out of memory. placed (NULL, or
- * [g->n]) gets the word of tr each number went into, -1 where it did not. */
-char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len, int *placed);
+ * source wrote that number, or in style (not NULL) unless plain spaces group it;
+ * each number once, in the translation's order: malloc'd, NUL-terminated, length
+ * in *out_len; NULL when out of memory. placed (NULL, or [g->n]) gets the word of
+ * tr each number went into, -1 where it did not. */
+char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size_t *out_len, int *placed,
+                          const dmt_number_style *style);
 
 /* Word alignment pairs (source word, target word) between the stripped sentence and
  * a translation before dmt_numbers_restore (placed: its output) into pairs between

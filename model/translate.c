@@ -11,8 +11,9 @@
  *
  * Numbers with several group separators (model/numbers.h): with
  * decoding.copy_numbers, given to the model as one run of digits (after the
- * pass-through, so a URL's digits stay its own) and put back as written, first;
- * the alignment then counts the words of one grouped with plain spaces.
+ * pass-through, so a URL's digits stay its own) and put back first, as the target
+ * language writes them (o->target_id) or as written; the alignment then counts the
+ * words of one grouped with plain spaces.
  *
  * URLs, e-mail addresses, emoji and words the vocabulary cannot spell
  * (model/passthrough.h, unspellable below): with decoding.pass_through, they
@@ -235,6 +236,15 @@ static int number_alignment(dmt_translate_output *o, const int *placed) {
     return 0;
 }
 
+/* How the target language writes numbers (decoding.number_format "target"), or NULL:
+ * as the source wrote them. */
+static const dmt_number_style *target_number_style(const dmt_model *m, int target_id) {
+    if (m->cfg.decoding.numbers_as_written || target_id <= 0) return NULL;
+    for (int l = 0; l < m->cfg.n_languages; l++)
+        if (m->cfg.languages[l].id == target_id) return dmt_numbers_style(m->cfg.languages[l].code);
+    return NULL;
+}
+
 /* n-best token lists -> texts. -1 on failure (message in o->error). */
 static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_output *o) {
     o->texts = calloc((size_t)(nb->n ? nb->n : 1), sizeof *o->texts);
@@ -250,7 +260,8 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
         }
         if (o->numbers.n) { /* before the spans go back: a URL's digits are its own */
             size_t n = 0;
-            char *t = dmt_numbers_restore(o->texts[r], strlen(o->texts[r]), &o->numbers, &n, r ? NULL : placed);
+            char *t = dmt_numbers_restore(o->texts[r], strlen(o->texts[r]), &o->numbers, &n, r ? NULL : placed,
+                                          target_number_style(m, o->target_id));
             if (!t) goto out_of_memory;
             free(o->texts[r]);
             o->texts[r] = t;
@@ -452,6 +463,7 @@ int dmt_translate(const dmt_model *m, dmt_state *s, int n, const dmt_translate_i
     for (int i = 0; i < n; i++) {
         dmt_translate_output *o = &out[i];
         int32_t *row = ids + (size_t)i * (maxsrc + 1);
+        o->target_id = in[i].target_id;
         if (in[i].target_id < -1 || in[i].target_id >= c->vocab_size) {
             snprintf(o->error, sizeof o->error, "target language token %d is outside the vocabulary", in[i].target_id);
             continue;

@@ -47,6 +47,9 @@ typedef struct {
     dmt_numbers numbers; /* numbers with group separators ("1,500,000"), given to the model as plain
                           * digits and put back into texts (model/numbers.h, decoding.copy_numbers);
                           * n 0: none */
+    int target_id;       /* the target language's token id, set by a caller of dmt_translate_decode
+                          * (dmt_translate sets it): numbers go back as that language writes them
+                          * (decoding.number_format); 0: as the source wrote them */
 } dmt_translate_output;
 
 /* Translates n sentences with one beam search. 0 when the batch ran (individual

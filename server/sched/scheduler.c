@@ -537,6 +537,7 @@ static void admit(sessions *all, dmt_job **jobs, int n) {
     for (int i = 0; i < n; i++) {
         dmt_job *j = jobs[i];
         memset(&j->out, 0, sizeof j->out);
+        j->out.target_id = j->target_id; /* numbers go back as the target writes them */
         int32_t *ids = all->ids + (size_t)k * stride;
         int got = r ? dmt_translate_encode(m, j->text, j->len, ids, &j->out) : -1;
         if (!r) snprintf(j->out.error, sizeof j->out.error, "%s", err[0] ? err : "no beam session free");

@@ -7,8 +7,9 @@
 #include "check.h"
 #include "model/numbers.h"
 
-/* find + strip + restore: the model input for text, and what tr becomes */
-static int round_trip(const char *text, const char *want_input, const char *tr, const char *want) {
+/* find + strip + restore (in lang's style; NULL: as written): the model input for
+ * text, and what tr becomes */
+static int styled_trip(const char *text, const char *want_input, const char *tr, const char *lang, const char *want) {
     dmt_numbers g;
     if (dmt_numbers_find(text, strlen(text), &g) != 1) {
         printf("# no number in '%s'\n", text);
@@ -16,7 +17,7 @@ static int round_trip(const char *text, const char *want_input, const char *tr, 
     }
     size_t n = 0, k = 0;
     char *input = dmt_numbers_strip(text, strlen(text), &g, &n);
-    char *out = dmt_numbers_restore(tr, strlen(tr), &g, &k, NULL);
+    char *out = dmt_numbers_restore(tr, strlen(tr), &g, &k, NULL, lang ? dmt_numbers_style(lang) : NULL);
     int ok = input && out && n == strlen(want_input) && !strcmp(input, want_input) && k == strlen(want) &&
              !strcmp(out, want);
     if (!ok) printf("# '%s': input '%s' (want '%s'), out '%s' (want '%s')\n", text, input, want_input, out, want);
@@ -24,6 +25,10 @@ static int round_trip(const char *text, const char *want_input, const char *tr, 
     free(out);
     dmt_numbers_clear(&g);
     return ok;
+}
+
+static int round_trip(const char *text, const char *want_input, const char *tr, const char *want) {
+    return styled_trip(text, want_input, tr, NULL, want);
 }
 
 int main(void) {
@@ -48,7 +53,7 @@ int main(void) {
         "Version 1.2.3 and 192.168.1.1", "On 12.05.2024 at 10.30", "It costs 1,234 dollars.", "6.000 Leute",
         "1,234,5678 and 12345,678,901", "10.000.000.1 is an address", "1,000,000 or 1000000", "1,500,000 and 1.500.000",
         "a1,000,000", "", "1,,000,000", "1,000.000,000", "In 2019 100 000 people", "1  500  000", "1 500 000 2",
-        "12 000 euros", "1 500\xC2\xA0" "000", "1 500 0000"};
+        "12 000 euros", "1 500\xC2\xA0" "000", "1 500 0000", "in 2 500,5 cases", "1,500,50", "2.500.5"};
     int right = 0, n = (int)(sizeof none / sizeof none[0]);
     for (int i = 0; i < n; i++) {
         dmt_numbers g;
@@ -70,6 +75,28 @@ int main(void) {
     CHECK(round_trip("Il a 1 500 000 et 2 000 000 euros.", "Il a 1500000 et 2000000 euros.",
                      "He has 2000000 and 1500000 euros.", "He has 2 000 000 and 1 500 000 euros."),
           "plain spaces: one run for the model, the number back as written");
+    CHECK(styled_trip("It costs 1,500,000.50 euros.", "It costs 1500000.50 euros.", "Es kostet 1500000.50 Euro.", "de",
+                      "Es kostet 1.500.000,50 Euro.") &&
+              styled_trip("Es kostet 1.500.000 Euro.", "Es kostet 1500000 Euro.", "It costs 1500000 euros.", "en",
+                          "It costs 1,500,000 euros.") &&
+              styled_trip("It costs 1,500,000 euros.", "It costs 1500000 euros.", "Cela co\xC3\xBBte 1500000 euros.", "fr",
+                          "Cela co\xC3\xBBte 1\xE2\x80\xAF" "500\xE2\x80\xAF" "000 euros.") &&
+              styled_trip("It costs 12,500,000.5 euros.", "It costs 12500000.5 euros.", "Stoj\xC3\xAD 12500000,5 eur.", "cs",
+                          "Stoj\xC3\xAD 12\xC2\xA0" "500\xC2\xA0" "000,5 eur."),
+          "in the target's style: German, English, French (U+202F), Czech (U+00A0)");
+    CHECK(styled_trip("It costs 2,500.50 euros.", "It costs 2500.50 euros.", "Cela co\xC3\xBBte 2500,50 euros.", "fr",
+                      "Cela co\xC3\xBBte 2\xE2\x80\xAF" "500,50 euros.") &&
+              styled_trip("Es kostet 2.500,50 Euro.", "Es kostet 2500,50 Euro.", "It costs 2500.50 euros.", "en",
+                          "It costs 2,500.50 euros."),
+          "one group with decimals after the other separator is such a number too");
+    CHECK(styled_trip("Il y a 1 500 000 habitants.", "Il y a 1500000 habitants.", "There are 1500000 people.", "en",
+                      "There are 1 500 000 people.") &&
+              styled_trip("Il y a 1\xC2\xA0" "500\xC2\xA0" "000 habitants.", "Il y a 1500000 habitants.",
+                          "There are 1500000 people.", "en", "There are 1,500,000 people.") &&
+              styled_trip("It costs 1,500,000 euros.", "It costs 1500000 euros.", "Cena 1500000 eur.", "xx",
+                          "Cena 1,500,000 eur."),
+          "plain spaces stay as written (a phone number may be grouped so), no-break spaces do not; a language "
+          "without a style: as written");
     CHECK(round_trip("Volejte 777 123 456 nebo 6\xE2\x80\x89" "000\xE2\x80\x89" "000.", "Volejte 777123456 nebo 6000000.",
                      "Call 777123456 or 6000000.", "Call 777 123 456 or 6\xE2\x80\x89" "000\xE2\x80\x89" "000."),
           "a phone number grouped in threes goes back as written; thin spaces");
@@ -84,7 +111,7 @@ int main(void) {
     CHECK(found == 1 && g.n == 2 && g.spaced == 2 && g.items[0].word == 2 && g.items[0].spaces == 2 &&
               g.items[1].word == 6 && g.items[1].spaces == 2,
           "each number's word and plain spaces");
-    if (found == 1) out = dmt_numbers_restore(tr, strlen(tr), &g, &k, placed);
+    if (found == 1) out = dmt_numbers_restore(tr, strlen(tr), &g, &k, placed, NULL);
     CHECK(out && placed[0] == 4 && placed[1] == 2, "restore says which word of the translation each number went into",
           "%d %d", placed[0], placed[1]);
     static const int model_pairs[] = {0, 0, 1, 1, 4, 2, 3, 3, 2, 4, 3, 4, 5, 5, -1, 2};

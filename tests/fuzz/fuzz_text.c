@@ -421,7 +421,7 @@ static void check_numbers(const uint8_t *data, size_t size) {
     size_t pos = 0;
     for (int k = 0; k < g.n; k++) {
         const dmt_grouped_number *x = &g.items[k];
-        REQUIRE(x->at >= pos && x->at + x->len <= size && x->digits >= 7 && x->digits < x->len,
+        REQUIRE(x->at >= pos && x->at + x->len <= size && x->digits >= 4 && x->digits + x->decimals < x->len,
                 "number %d out of place", k);
         pos = x->at + x->len;
     }
@@ -430,8 +430,21 @@ static void check_numbers(const uint8_t *data, size_t size) {
     REQUIRE(input && n < size, "strip");
     int *placed = malloc((size_t)g.n * sizeof *placed);
     REQUIRE(placed, "out of memory");
-    char *back = dmt_numbers_restore(input, n, &g, &m, placed);
+    char *back = dmt_numbers_restore(input, n, &g, &m, placed, NULL);
     REQUIRE(back && m == size && !memcmp(back, data, size), "restore(strip(text)) is not text");
+    static const char *const langs[] = {"en", "de", "fr", "cs"};
+    for (int l = 0; l < 4; l++) { /* in a language's style: the same digits in the same places */
+        size_t styled_len = 0, a = 0, b = 0;
+        char *styled = dmt_numbers_restore(input, n, &g, &styled_len, NULL, dmt_numbers_style(langs[l]));
+        REQUIRE(styled, "styled restore");
+        for (; a < size || b < styled_len; a++, b++) {
+            while (a < size && !(data[a] >= '0' && data[a] <= '9')) a++;
+            while (b < styled_len && !(styled[b] >= '0' && styled[b] <= '9')) b++;
+            REQUIRE((a < size) == (b < styled_len) && (a >= size || data[a] == (uint8_t)styled[b]),
+                    "%s: digits differ", langs[l]);
+        }
+        free(styled);
+    }
     /* the stripped text aligned to itself word by word is the text aligned to itself */
     int model_words = count_words(input, n), words = count_words((const char *)data, size);
     int *diagonal = malloc((size_t)(model_words ? model_words : 1) * 2 * sizeof *diagonal), *pairs = NULL, n_pairs = 0;
