@@ -56,9 +56,11 @@ static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, si
     /* one group is a number of several separators only with decimals after the other
      * of ',' '.' ("2,500.50", "2.500,50"; not after a plain space: "in 2 500,5" may be two) */
     if (groups < 2 && (!dec || s[k] == ' ')) return 0;
-    /* "1.234.567.8", an address "10.000.000.1", "1 500 000 3": not one */
+    /* "1.234.567.8", an address "10.000.000.1", "1 500 000 3", "1,234.5.6": not one; a
+     * space before the next number of a list ("1,500,000 2,000,000") does not count */
     size_t after = separator_at(s, len, end);
-    if (after && end + after < len && is_digit(s[end + after])) return 0;
+    if (after && (s[end] != ' ' || (sep == 1 && s[k] == ' ')) && end + after < len && is_digit(s[end + after]))
+        return 0;
     *digits = (k - i) + 3 * groups;
     *decimals = dec;
     return end;
@@ -72,11 +74,12 @@ static size_t digits_of(const char *s, size_t n, char *out) {
     return m;
 }
 
-/* The whitespace-separated word s[at] is in (from 0; counting as the word alignment does). */
-static int word_of(const char *s, size_t at) {
+/* Whitespace-separated words that start in s[from..to) (counting as the word
+ * alignment does); the word s[at] is in is words_started(s, 0, at + 1) - 1. */
+static int words_started(const char *s, size_t from, size_t to) {
     int words = 0;
-    for (size_t j = 0; j <= at; j++) words += !is_space(s[j]) && (j == 0 || is_space(s[j - 1]));
-    return words > 0 ? words - 1 : 0;
+    for (size_t j = from; j < to; j++) words += !is_space(s[j]) && (j == 0 || is_space(s[j - 1]));
+    return words;
 }
 
 const dmt_number_style *dmt_numbers_style(const char *lang) {
@@ -120,6 +123,19 @@ static size_t written_len(const dmt_grouped_number *x, const dmt_number_style *s
     return styled > x->len ? styled : x->len;
 }
 
+/* A number's digits, for sorting and looking up */
+typedef struct {
+    const char *digits;
+    size_t n;
+    int index;
+} digits_key;
+
+static int by_digits(const void *a, const void *b) {
+    const digits_key *x = a, *y = b;
+    if (x->n != y->n) return x->n < y->n ? -1 : 1;
+    return memcmp(x->digits, y->digits, x->n);
+}
+
 void dmt_numbers_clear(dmt_numbers *g) {
     if (!g) return;
     free(g->source);
@@ -142,41 +158,68 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
     }
     memcpy(g->source, text, len);
     g->source[len] = 0;
-    size_t plain = 0;
+    size_t plain = 0, counted = 0; /* text[0..counted) counted: words of them started */
+    int words = 0;
     for (size_t i = 0; i < len; i++) {
         size_t digits = 0, decimals = 0, end = starts_number(text, i) ? grouped_at(text, len, i, &digits, &decimals) : 0;
         if (!end) continue;
         if (g->n < most / 2) {
+            words += words_started(text, counted, i + 1);
+            counted = i + 1;
             dmt_grouped_number *x = &g->items[g->n++];
-            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain, word_of(text, i), 0};
+            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain, words > 0 ? words - 1 : 0, 0};
             for (size_t j = i; j < end; j++) x->spaces += text[j] == ' ';
             plain += digits_of(text + i, end - i, g->plain + plain);
         }
         i = end - 1;
     }
     /* a number whose digits are another's too, written otherwise ("1500000 or
-     * 1,500,000", "1,500,000 and 1.500.000"): which one a run is, is unknown */
-    int kept = 0;
-    for (int a = 0; a < g->n; a++) {
-        const dmt_grouped_number *x = &g->items[a];
-        int clash = 0;
-        for (size_t i = 0; i < len && !clash; i++) { /* a run of digits outside the numbers */
-            if (!is_digit(text[i]) || (i > 0 && is_digit(text[i - 1]))) continue;
-            size_t r = i;
-            while (r < len && is_digit(text[r])) r++;
-            int inside = 0;
-            for (int b = 0; b < g->n && !inside; b++)
-                inside = i >= g->items[b].at && i < g->items[b].at + g->items[b].len;
-            clash = !inside && r - i == x->digits && !memcmp(text + i, g->plain + x->plain_at, x->digits);
-        }
-        for (int b = 0; b < g->n && !clash; b++) {
-            const dmt_grouped_number *y = &g->items[b];
-            clash = b != a && y->digits == x->digits &&
-                    !memcmp(g->plain + y->plain_at, g->plain + x->plain_at, x->digits) &&
-                    (y->len != x->len || memcmp(text + y->at, text + x->at, x->len));
-        }
-        if (!clash) g->items[kept++] = *x;
+     * 1,500,000", "1,500,000 and 1.500.000"): which one a run is, is unknown. The
+     * numbers sorted by their digits, each run outside them looked up: n log n, not
+     * n^2 (a line of 3,000 numbers had taken 30 s) */
+    digits_key *keys = malloc((size_t)g->n * sizeof *keys);
+    unsigned char *clash = calloc((size_t)g->n, 1);
+    if (!keys || !clash) {
+        free(keys);
+        free(clash);
+        dmt_numbers_clear(g);
+        return -1;
     }
+    for (int a = 0; a < g->n; a++)
+        keys[a] = (digits_key){g->plain + g->items[a].plain_at, g->items[a].digits, a};
+    qsort(keys, (size_t)g->n, sizeof *keys, by_digits);
+    for (int a = 0, b; a < g->n; a = b) { /* a run of numbers with the same digits: written alike? */
+        int differ = 0;
+        const dmt_grouped_number *x = &g->items[keys[a].index];
+        for (b = a + 1; b < g->n && !by_digits(&keys[a], &keys[b]); b++) {
+            const dmt_grouped_number *y = &g->items[keys[b].index];
+            differ |= y->len != x->len || memcmp(text + y->at, text + x->at, x->len);
+        }
+        for (int q = a; differ && q < b; q++) clash[keys[q].index] = 1;
+    }
+    int next = 0; /* the first number not wholly before i */
+    for (size_t i = 0; i < len; i++) { /* each run of digits outside the numbers */
+        while (next < g->n && g->items[next].at + g->items[next].len <= i) next++;
+        if (next < g->n && i >= g->items[next].at) {
+            i = g->items[next].at + g->items[next].len - 1;
+            continue;
+        }
+        if (!is_digit(text[i]) || (i > 0 && is_digit(text[i - 1]))) continue;
+        size_t r = i;
+        while (r < len && is_digit(text[r])) r++;
+        digits_key run = {text + i, r - i, -1};
+        const digits_key *hit = bsearch(&run, keys, (size_t)g->n, sizeof *keys, by_digits);
+        if (hit && !clash[hit->index]) { /* every number with those digits (marked together) */
+            for (const digits_key *q = hit; q >= keys && !by_digits(q, &run); q--) clash[q->index] = 1;
+            for (const digits_key *q = hit; q < keys + g->n && !by_digits(q, &run); q++) clash[q->index] = 1;
+        }
+        i = r - 1;
+    }
+    int kept = 0;
+    for (int a = 0; a < g->n; a++)
+        if (!clash[a]) g->items[kept++] = g->items[a];
+    free(keys);
+    free(clash);
     g->n = kept;
     for (int k = 0; k < kept; k++) g->spaced += g->items[k].spaces > 0;
     if (!kept) {
