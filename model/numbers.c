@@ -30,9 +30,14 @@ static int starts_number(const char *s, size_t i) {
 }
 
 /* The end of the grouped number at s[i] (starts_number), its integer and decimal
- * digit counts in *digits and *decimals; 0 when none starts there. */
-static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, size_t *decimals) {
+ * digit counts in *digits and *decimals; 0 when none starts there. *reach gets the
+ * start of the last group looked at: no number starts at a group before it either
+ * (one that did would run on after the same separator, end where this one does and
+ * fail the same way; "123 123 ... 12" had been read again from each group, n^2). The
+ * last group may start one after another separator ("0 123'120.0"). */
+static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, size_t *decimals, size_t *reach) {
     size_t k = i;
+    *reach = i;
     while (k < len && is_digit(s[k]) && k - i < 4) k++;
     if (k - i > 3) return 0;
     size_t sep = separator_at(s, len, k), end = k, groups = 0;
@@ -46,6 +51,7 @@ static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, si
         groups++;
     }
     if (groups < 1) return 0;
+    *reach = end - 3;
     size_t dec = 0;
     if (end + 1 < len && (s[end] == ',' || s[end] == '.') && !(sep == 1 && s[end] == s[k]) && is_digit(s[end + 1])) {
         size_t q = end + 1;
@@ -161,8 +167,12 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
     size_t plain = 0, counted = 0; /* text[0..counted) counted: words of them started */
     int words = 0;
     for (size_t i = 0; i < len; i++) {
-        size_t digits = 0, decimals = 0, end = starts_number(text, i) ? grouped_at(text, len, i, &digits, &decimals) : 0;
-        if (!end) continue;
+        size_t digits = 0, decimals = 0, reach = i;
+        size_t end = starts_number(text, i) ? grouped_at(text, len, i, &digits, &decimals, &reach) : 0;
+        if (!end) {
+            if (reach > i) i = reach - 1;
+            continue;
+        }
         if (g->n < most / 2) {
             words += words_started(text, counted, i + 1);
             counted = i + 1;

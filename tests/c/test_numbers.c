@@ -89,6 +89,17 @@ int main(void) {
     dmt_numbers_clear(&g);
     free(line);
 
+    CHECK(round_trip("100 200 1 500 000 lid\xC3\xAD", "100 200 1500000 lid\xC3\xAD", "100 200 1500000 people",
+                     "100 200 1 500 000 people"),
+          "groups that are no number before one that is: the number found after them");
+    char *chain = malloc(4 * 20000 + 4);
+    for (int k = 0; k < 20000; k++) memcpy(chain + 4 * k, "123 ", 4);
+    memcpy(chain + 4 * 20000, "12", 3);
+    CHECK(dmt_numbers_find(chain, strlen(chain), &g) == 0,
+          "20,000 groups and a digit after them: no number, read once (not again from each group)");
+    dmt_numbers_clear(&g);
+    free(chain);
+
     CHECK(round_trip("Il a 1 500 000 et 2 000 000 euros.", "Il a 1500000 et 2000000 euros.",
                      "He has 2000000 and 1500000 euros.", "He has 2 000 000 and 1 500 000 euros."),
           "plain spaces: one run for the model, the number back as written");
