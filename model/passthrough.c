@@ -354,13 +354,14 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
     }
     for (int i = 0; i < p->n_spans; i++) {
         at[i] = place_span(p, &p->spans[i], tr, tr_len, pairs, n_pairs, nt);
-        /* after the last word: before its closing punctuation ("Besuchen Sie https://x.org.", not
-         * "Besuchen Sie. https://x.org"), unless the source had punctuation before the span too
-         * ("... a new dog. info@example.org") */
-        if (at[i].after && at[i].t == nt - 1 && !after_punctuation(p->original, p->spans[i].start)) at[i].split = 1;
-        /* the word before ended with its own punctuation ("Contact: a@b.cz, ..."): that
-         * stays before the span, whatever was glued after it */
-        else if (at[i].split && after_punctuation(p->original, p->spans[i].start)) at[i].split = 0;
+        /* after a word: before its closing punctuation unless the source had punctuation
+         * before the span too. The span followed that word directly, and the
+         * punctuation is the translation's, after both ("Besuchen Sie https://x.org.",
+         * not "Besuchen Sie. https://x.org"; "Press x to close" -> "Press x, um ...", not
+         * "Press, x um ..."); where the word before ended with its own punctuation
+         * ("... a new dog. info@example.org", "Contact: a@b.cz, ..."), that stays
+         * before the span, whatever was glued after it */
+        if (at[i].after) at[i].split = !after_punctuation(p->original, p->spans[i].start);
     }
     size_t o = 0, i = 0;
     int t = 0, w = 0; /* target word, output word */

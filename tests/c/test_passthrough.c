@@ -313,6 +313,13 @@ int main(void) {
         CHECK(restores_to("Visit x@y.cz, then rest.", "Besuchen Sie, dann Ruhe.", two, 3,
                           "Besuchen Sie x@y.cz, dann Ruhe.", NULL, 0),
               "without punctuation before it, a glued comma still follows the span");
+        const int press[] = {0, 0, 1, 1, 2, 5, 4, 3};
+        CHECK(restores_to("Open https://x.org to close the window.", "\xC3\x96" "ffnen, um das Fenster zu schlie\xC3\x9F" "en.",
+                          press, 4, "\xC3\x96" "ffnen https://x.org, um das Fenster zu schlie\xC3\x9F" "en.", NULL, 0) &&
+                  restores_to("Send it to anna@b.cz and wait.", "Schick es an, und warte.", (const int[]){2, 2}, 1,
+                              "Schick es an anna@b.cz, und warte.", NULL, 0),
+              "after a word the source had no punctuation after: before the translation's own punctuation "
+              "(\"\xC3\x96" "ffnen, https://x.org um ...\" before)");
     }
     { /* a letter before a colon is a label ("A: ..."), whatever the languages' one-letter words */
         dmt_passthrough p;
