@@ -72,6 +72,22 @@ static size_t grouped_at(const char *s, size_t len, size_t i, size_t *digits, si
     return end;
 }
 
+/* Whether s[0..n) (a grouped number) is four parts of at most 255 after full stops,
+ * as an IPv4 address is ("192.168.100.200"; "1.500.000.000" has a part over 255). */
+static int ipv4_like(const char *s, size_t n) {
+    int parts = 0, value = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && is_digit(s[i])) {
+            value = value * 10 + (s[i] - '0');
+            continue;
+        }
+        if (value > 255 || (i < n && s[i] != '.')) return 0;
+        parts++;
+        value = 0;
+    }
+    return parts == 4;
+}
+
 /* The digits of s[0..n) (separators left out) into out; their count. */
 static size_t digits_of(const char *s, size_t n, char *out) {
     size_t m = 0;
@@ -177,8 +193,9 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
             words += words_started(text, counted, i + 1);
             counted = i + 1;
             dmt_grouped_number *x = &g->items[g->n++];
-            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain, words > 0 ? words - 1 : 0, 0};
+            *x = (dmt_grouped_number){i, end - i, digits, decimals, plain, words > 0 ? words - 1 : 0, 0, 0};
             for (size_t j = i; j < end; j++) x->spaces += text[j] == ' ';
+            x->as_written = x->spaces > 0 || ipv4_like(text + i, end - i);
             plain += digits_of(text + i, end - i, g->plain + plain);
         }
         i = end - 1;
@@ -305,7 +322,7 @@ char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size
         const dmt_grouped_number *x = &g->items[--k];
         used[k] = 1;
         if (placed) placed[k] = word;
-        if (style && !x->spaces) { /* a plain space may group a phone number: those stay as written */
+        if (style && !x->as_written) {
             o += write_styled(x, g->plain + x->plain_at, style, out + o);
         } else {
             memcpy(out + o, g->source + x->at, x->len);

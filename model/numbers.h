@@ -22,8 +22,9 @@
  * and the other one is the decimal point. So where the target language is one of
  * dmt_numbers_style's, the number goes back written as that language writes it
  * ("1,500,000.50" -> German "1.500.000,50", French "1 500 000,50"), as a reader
- * there expects; a number grouped with plain spaces (a phone number may be) goes
- * back as written, and so does every number for other languages.
+ * there expects; a number grouped with plain spaces (a phone number may be) or
+ * one that may be an IPv4 address ("10.100.200.250") goes back as written, and so
+ * does every number for other languages.
  *
  * Grouped with plain spaces, "1 500 000" is three words in the sentence and the
  * translation but one for the model: dmt_numbers_map_pairs turns the model's word
@@ -44,6 +45,9 @@ typedef struct {
     size_t plain_at;      /* its integer digits, then its decimal digits, in dmt_numbers.plain */
     int word;             /* the whitespace-separated word it starts in, from 0 */
     int spaces;           /* plain spaces in it: words it has beyond its first */
+    int as_written;       /* goes back as written in any style: grouped with plain spaces (a phone
+                           * number may be), or four parts of at most 255 after full stops (an
+                           * IPv4 address, "192.168.100.200") */
 } dmt_grouped_number;
 
 typedef struct {
@@ -72,7 +76,7 @@ typedef struct {
 const dmt_number_style *dmt_numbers_style(const char *lang);
 
 /* tr with each run of digits that is a number's (and its decimals) written as the
- * source wrote that number, or in style (not NULL) unless plain spaces group it;
+ * source wrote that number, or in style (not NULL) unless it goes as_written;
  * each number once, in the translation's order: malloc'd, NUL-terminated, length
  * in *out_len; NULL when out of memory. placed (NULL, or [g->n]) gets the word of
  * tr each number went into, -1 where it did not. */

@@ -125,6 +125,11 @@ int main(void) {
                           "Cena 1,500,000 eur."),
           "plain spaces stay as written (a phone number may be grouped so), no-break spaces do not; a language "
           "without a style: as written");
+    CHECK(styled_trip("Connect to 10.100.200.250 now.", "Connect to 10100200250 now.", "Verbinde 10100200250 jetzt.", "en",
+                      "Verbinde 10.100.200.250 jetzt.") &&
+              styled_trip("Es kostet 1.500.000.000 Euro.", "Es kostet 1500000000 Euro.", "It costs 1500000000 euros.", "en",
+                          "It costs 1,500,000,000 euros."),
+          "four parts of at most 255 may be an IPv4 address: as written; 1.500.000.000 is a number");
     CHECK(round_trip("Volejte 777 123 456 nebo 6\xE2\x80\x89" "000\xE2\x80\x89" "000.", "Volejte 777123456 nebo 6000000.",
                      "Call 777123456 or 6000000.", "Call 777 123 456 or 6\xE2\x80\x89" "000\xE2\x80\x89" "000."),
           "a phone number grouped in threes goes back as written; thin spaces");
