@@ -105,15 +105,25 @@ static int words_started(const char *s, size_t from, size_t to) {
 }
 
 const dmt_number_style *dmt_numbers_style(const char *lang) {
+    /* CLDR's group and decimal symbols for the language (its default region) */
+    static const dmt_number_style comma = {",", "."}, stop = {".", ","}, nbsp = {"\xC2\xA0", ","},
+                                  narrow = {"\xE2\x80\xAF", ","}; /* U+00A0, U+202F */
     static const struct {
-        const char *lang;
-        dmt_number_style style;
-    } styles[] = {{"en", {",", "."}},
-                  {"de", {".", ","}},
-                  {"fr", {"\xE2\x80\xAF", ","}}, /* U+202F NARROW NO-BREAK SPACE */
-                  {"cs", {"\xC2\xA0", ","}}};     /* U+00A0 NO-BREAK SPACE */
-    for (size_t i = 0; lang && i < sizeof styles / sizeof styles[0]; i++)
-        if (!strcmp(lang, styles[i].lang)) return &styles[i].style;
+        const char *langs;
+        const dmt_number_style *style;
+    } styles[] = {{" en ja zh ko he th ", &comma},
+                  {" de es it nl pt da tr id ro el hr sl vi ", &stop},
+                  {" cs sk pl ru uk sv fi nb no hu bg lt lv et ", &nbsp},
+                  {" fr ", &narrow}};
+    char key[8];
+    size_t n = lang ? strlen(lang) : 0;
+    if (n == 0 || n > 3 || strchr(lang, ' ')) return NULL;
+    key[0] = ' ';
+    memcpy(key + 1, lang, n);
+    key[n + 1] = ' ';
+    key[n + 2] = 0;
+    for (size_t i = 0; i < sizeof styles / sizeof styles[0]; i++)
+        if (strstr(styles[i].langs, key)) return styles[i].style;
     return NULL;
 }
 

@@ -71,8 +71,10 @@ typedef struct {
     const char *group, *decimal;
 } dmt_number_style;
 
-/* The style of "en" (1,234,567.5), "de" (1.234.567,5), "fr" (1 234 567,5 with
- * U+202F, as CLDR has it) or "cs" (1 234 567,5 with U+00A0); NULL for others. */
+/* A language's style, CLDR's symbols: "en" 1,234,567.5 (and ja zh ko he th), "de"
+ * 1.234.567,5 (and es it nl pt da tr id ro el hr sl vi), "cs" 1 234 567,5 with
+ * U+00A0 (and sk pl ru uk sv fi nb no hu bg lt lv et), "fr" with U+202F; NULL for
+ * others (numbers go back as written). */
 const dmt_number_style *dmt_numbers_style(const char *lang);
 
 /* tr with each run of digits that is a number's (and its decimals) written as the

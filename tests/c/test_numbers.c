@@ -130,6 +130,12 @@ int main(void) {
               styled_trip("Es kostet 1.500.000.000 Euro.", "Es kostet 1500000000 Euro.", "It costs 1500000000 euros.", "en",
                           "It costs 1,500,000,000 euros."),
           "four parts of at most 255 may be an IPv4 address: as written; 1.500.000.000 is a number");
+    CHECK(dmt_numbers_style("es") && !strcmp(dmt_numbers_style("es")->group, ".") && dmt_numbers_style("ja") &&
+              !strcmp(dmt_numbers_style("ja")->decimal, ".") && dmt_numbers_style("pl") &&
+              !strcmp(dmt_numbers_style("pl")->group, "\xC2\xA0") && !dmt_numbers_style("e") &&
+              !dmt_numbers_style("xx") && !dmt_numbers_style("") && !dmt_numbers_style(NULL) &&
+              !dmt_numbers_style("en de") && !dmt_numbers_style("de "),
+          "styles of other languages (CLDR's symbols); no style for unknown codes or parts of the table");
     CHECK(round_trip("Volejte 777 123 456 nebo 6\xE2\x80\x89" "000\xE2\x80\x89" "000.", "Volejte 777123456 nebo 6000000.",
                      "Call 777123456 or 6000000.", "Call 777 123 456 or 6\xE2\x80\x89" "000\xE2\x80\x89" "000."),
           "a phone number grouped in threes goes back as written; thin spaces");
