@@ -85,6 +85,27 @@ static int is_emoji_word(const char *w, size_t n) {
     return pictographs > 0;
 }
 
+/* Whether w[0..n) has a character that the tokenizer's normalisation (NFKC) turns
+ * into ordinary letters or digits, which the model then writes as such: a
+ * superscript or subscript ("m²" -> "m2", "H₂O" -> "H2O"), a vulgar fraction ("29¾"
+ * -> "293-4", "½" -> "1 2"), an enclosed number or letter ("①" -> "1"), "™" ("DeepMT™"
+ * -> "DeepMTM"), "℠", "№". Copied, the word keeps them. A word with a hyphen
+ * ("CO₂-Ausstoß") stays with the model, which translates the rest. */
+static int has_compat_form(const char *w, size_t n) {
+    int found = 0;
+    for (size_t i = 0, k = 1; i < n; i += k) {
+        long c = code_point((const unsigned char *)w + i, n - i, &k);
+        if (c < 0) return 0;
+        if (c == '-') return 0;
+        found |= c == 0xB2 || c == 0xB3 || c == 0xB9 || (c >= 0x2070 && c <= 0x209F) || /* super-, subscripts */
+                 (c >= 0xBC && c <= 0xBE) || (c >= 0x2150 && c <= 0x215F) || c == 0x2189 || /* fractions */
+                 (c >= 0x2460 && c <= 0x24FF) || (c >= 0x2776 && c <= 0x2793) || (c >= 0x3251 && c <= 0x325F) ||
+                 (c >= 0x32B1 && c <= 0x32BF) || /* enclosed alphanumerics */
+                 c == 0x2122 || c == 0x2120 || c == 0x2116;
+    }
+    return found;
+}
+
 /* Whether s[0..n) holds something to translate: a letter or a digit (ASCII, or a
  * character of a script's letter blocks: model/scripts.h), or invalid UTF-8 (which
  * the tokenizer refuses, as it would without the pass-through). Punctuation,
@@ -150,7 +171,8 @@ static size_t span_length(const char *w, size_t n, const dmt_passthrough_spellin
     while (a < b && w[a] && strchr("([{<\"'", w[a])) a++;
     while (b > a && w[b - 1] && (strchr(")]}>\"'", w[b - 1]) || is_trailing((unsigned char)w[b - 1]))) b--;
     if (b == a) return 0;
-    if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a) || is_symbol_run(w, end))
+    if (is_url(w + a, b - a) || is_email(w + a, b - a) || is_emoji_word(w + a, b - a) || is_symbol_run(w, end) ||
+        has_compat_form(w + a, b - a))
         return end;
     if (!spelling) return 0;
     if (b - a == 1 && is_alpha((unsigned char)w[a]) &&
@@ -179,7 +201,8 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
                               dmt_passthrough *p) {
     memset(p, 0, sizeof *p);
     /* a quick look first: most sentences have neither '@' nor "://" nor "www." nor
-     * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live), nor, with an
+     * a byte of a 3- or 4-byte UTF-8 sequence (where emoji live), nor "²" "³" "¹" "¼"
+     * "½" "¾", nor, with an
      * unspellable test, any character outside ASCII, nor an ASCII character the
      * vocabulary lacks, nor a letter alone that is no word */
     int maybe = memchr(text, '@', len) != NULL;
@@ -189,6 +212,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
     for (size_t i = 0; !maybe && i < len; i++) {
         unsigned char c = (unsigned char)text[i];
         maybe = c >= wide || (missing && c < 0x80 && missing[c]) ||
+                (c == 0xC2 && i + 1 < len && strchr("\xB2\xB3\xB9\xBC\xBD\xBE", text[i + 1]) && text[i + 1]) ||
                 (is_alpha(c) && ((lone >> ((c | 32) - 'a') & 1) || (spelling && i + 1 < len && text[i + 1] == ':')) &&
                  (i == 0 || !is_alnum((unsigned char)text[i - 1])) &&
                  (i + 1 == len || !is_alnum((unsigned char)text[i + 1])));

@@ -87,6 +87,16 @@ int main(void) {
     CHECK(find("great\xF0\x9F\x98\x80 and \xC3\xA9t\xC3\xA9 \xE2\x82\xAC" "5 \xE2\x80\x94 \xE4\xB8\xAD\xE6\x96\x87", &p) == 0,
           "emoji inside a word, accents, the euro sign, dashes and CJK are not");
     dmt_passthrough_clear(&p);
+    CHECK(find("It is 20 m\xC2\xB2, H\xE2\x82\x82O, 29\xC2\xBE inches, \xE2\x91\xA0 and DeepMT\xE2\x84\xA2.", &p) == 1 &&
+              p.n_spans == 5 && !strcmp(p.stripped, "It is 20,, inches, and."),
+          "superscripts, subscripts, fractions, enclosed numbers and the trade mark sign, which the normaliser makes "
+          "plain letters and digits, are spans", "'%s' %d", p.stripped, p.n_spans);
+    dmt_passthrough_clear(&p);
+    CHECK(find("It is 20 m\xC2\xB2.", &p) == 1 && p.n_spans == 1, "a superscript of two bytes of UTF-8 passes the quick look too");
+    dmt_passthrough_clear(&p);
+    CHECK(find("Der CO\xE2\x82\x82-Aussto\xC3\x9F sinkt um 5 \xC2\xB0" "C.", &p) == 0,
+          "not in a word with a hyphen (the model translates the rest), nor a degree sign");
+    dmt_passthrough_clear(&p);
     static const char *const not_spans[] = {
         "It is 5:30 now.", "a@b is not an address", "x@y.z1 is not either", "user@localhost neither",
         "http:/broken and www. alone", "hello.world is a word", "ftp:// alone", "@home today", "Tom's e-mail.",

@@ -121,6 +121,10 @@ def main():
         words_kept(binary, on, plain, ["\u041c\u043e\u0441\u043a\u0432\u0430", "\u041a\u0438\u0457\u0432",
                                        "\u0421\u043e\u0444\u0438\u044f"],  # Москва, Київ, София
                    "Cyrillic words, which the vocabulary spells,")
+        words_kept(binary, on, plain, ["m\u00b2", "H\u2082O", "29\u00be", "\u2460", "DeepMT\u2122", "x\u00b3",
+                                       "\u00bd"],
+                   "words with superscripts, subscripts, fractions, enclosed numbers and \u2122 (the model had "
+                   "written \"m2\", \"H2O\", \"293-4\", \"1\", \"DeepMTM\")")
         words_kept(binary, on, plain, ["__________", "-----", "*****", "=====", "~~~~~~", "###", "+++++"],
                    "rules, blanks and rows of stars (the model had made \"Name: _____\" \"Name: ________/\")")
         labels = ["Q: What is your name?", "A: My name is Tom.", "B: I am fine, thanks."]
