@@ -156,6 +156,41 @@ static void piece_words(const dmt_model *m, const int32_t *ids, int n, int *word
     }
 }
 
+/* A space the tokenizer's normalisation makes an ordinary one at c[0..n) (U+00A0,
+ * U+2000-U+200A, U+202F, U+205F, U+3000): its length, or 0. */
+static size_t unicode_space(const unsigned char *c, size_t n) {
+    if (n >= 2 && c[0] == 0xC2 && c[1] == 0xA0) return 2;
+    if (n >= 3 && c[0] == 0xE2 && c[1] == 0x80 && (c[2] <= 0x8A || c[2] == 0xAF)) return 3;
+    if (n >= 3 && c[0] == 0xE2 && c[1] == 0x81 && c[2] == 0x9F) return 3;
+    if (n >= 3 && c[0] == 0xE3 && c[1] == 0x80 && c[2] == 0x80) return 3;
+    return 0;
+}
+
+/* The words of text as the model sees them (split at white space and at the spaces
+ * the normaliser makes ordinary ones) in the text's own words (split at white space
+ * only, as the alignment counts them): "10 km" with U+00A0 is one word of the text
+ * and two of the model's, and had shifted every pair after it by one. model_word[w]
+ * gets the text word of model word w (room for len + 1); the model words' count. */
+static int text_words(const char *text, size_t len, int *text_word) {
+    int model_words = 0, word = -1, in_model = 0, in_text = 0;
+    for (size_t i = 0; i < len;) {
+        unsigned char c = (unsigned char)text[i];
+        size_t u = unicode_space((const unsigned char *)text + i, len - i);
+        int ascii = c == ' ' || (c >= '\t' && c <= '\r');
+        if (!ascii && !in_text) word++;
+        in_text = !ascii;
+        if (ascii || u) {
+            in_model = 0;
+            i += u ? u : 1;
+            continue;
+        }
+        if (!in_model) text_word[model_words++] = word;
+        in_model = 1;
+        i++;
+    }
+    return model_words;
+}
+
 /* The best hypothesis' word pairs into o (needs o->src_words); 0, or -1 when out of memory. */
 static int word_alignment(const dmt_model *m, const dmt_hypothesis *h, dmt_translate_output *o) {
     if (!o->src_words || !h->align || h->n_tokens == 0) return 0;
@@ -377,17 +412,23 @@ static int encode_source(const dmt_model *m, const char *text, size_t len, int32
     }
     int k = dmt_tokenizer_encode(m->tokenizer, text, len, ids, dmt_translate_max_source_tokens(m), o->error,
                                  sizeof o->error);
+    int *text_word = k > 0 ? malloc((len + 1) * sizeof *text_word) : NULL;
+    int model_words = text_word ? text_words(text, len, text_word) : 0;
     free(cased);
     free(plain);
     if (k > 0) {
         free(o->src_words);
-        if (!(o->src_words = malloc((size_t)k * sizeof *o->src_words))) {
+        if (!text_word || !(o->src_words = malloc((size_t)k * sizeof *o->src_words))) {
+            free(text_word);
             snprintf(o->error, sizeof o->error, "out of memory");
             return -1;
         }
         piece_words(m, ids, k, o->src_words);
         for (int t = 0; t < k; t++) /* a language piece in the text is part of a word, not nothing */
             if (o->src_words[t] < 0) o->src_words[t] = t > 0 ? o->src_words[t - 1] : 0;
+        for (int t = 0; t < k; t++) /* the model's words as the text's */
+            if (o->src_words[t] < model_words) o->src_words[t] = text_word[o->src_words[t]];
+        free(text_word);
     }
     for (int t = 0; t < k; t++)
         if (is_language_id(m, ids[t])) ids[t] = m->cfg.unk_id;

@@ -33,7 +33,8 @@ typedef struct {
                         * it was translated in sentence case and texts are upper-cased */
     char error[256];   /* non-empty when this sentence failed; texts is then NULL */
     /* Word alignment of the best translation. Words are the whitespace-separated
-     * words of the source sentence and of texts[0], counted from 0; each target
+     * words of the source sentence and of texts[0], counted from 0 (a no-break
+     * space, which the model reads as a space, separates none); each target
      * piece is aligned to the source piece the decoder attended to most
      * (dmt_decode_alignment), and a pair (source word, target word) is listed once,
      * in target order. Pieces aligned to </s> give no pair. */

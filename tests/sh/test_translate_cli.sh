@@ -121,6 +121,16 @@ if [ -f "$DEF/config.json" ]; then
           for (j = 0; j < nt; j++) if (!seen[j]) bad = 1 }
         END { exit bad || !dog || !men }' "$out"; echo $?)" \
         "--alignments: every target word aligned, indices in range, dog-Hund and (second sentence) men-Männer" "$(cat "$out")"
+    # a no-break space (French "10 km", "Bonjour !") is no word boundary of the text, though the model
+    # reads one there: the source words after it had been off by one, the last one out of range
+    printf 'Il y a 10\302\240km de route jusqu\047\303\240 Paris.\n' >"$tmp/nbsp.txt"
+    t -m "$DEF" --target en --alignments -i "$tmp/nbsp.txt" -q
+    ok "$(awk -F '\t' -v src="$(cat "$tmp/nbsp.txt")" '
+        { ns = split(src, sw, " "); nt = split($1, tw, " "); n = split($2, pairs, " "); if (NF != 2) bad = 1
+          for (k = 1; k <= n; k++) { split(pairs[k], ij, "-"); if (ij[1] < 0 || ij[1] >= ns || ij[2] < 0 || ij[2] >= nt) bad = 1
+              if (sw[ij[1] + 1] == "Paris." && tw[ij[2] + 1] == "Paris.") paris = 1 } }
+        END { exit bad || !paris }' "$out"; echo $?)" \
+        "--alignments over a no-break space: indices in range, Paris-Paris" "$(cat "$out")"
     t -m "$DEF" --target de --alignments --nbest 2 --beam 2 </dev/null
     ok "$([ "$rc" = 2 ] && grep -q 'alignments' "$errf"; echo $?)" "--alignments with --nbest 2 refused" "exit $rc: $(cat "$errf")"
     mkdir "$tmp/badalign"
