@@ -435,6 +435,10 @@ int dmt_gap_pairs(const char *text, size_t len, size_t gap_start, size_t gap_end
     if (gap_end > len) gap_end = len;
     for (size_t i = gap_start; i < gap_end; i++) {
         if (is_ascii_space((unsigned char)text[i]) || (i > 0 && !is_ascii_space((unsigned char)text[i - 1]))) continue;
+        size_t end = i; /* a word that runs on into the sentence (a no-break space before "Bonjour") is the
+                           sentence's first, which its own pairs have: listed once */
+        while (end < len && !is_ascii_space((unsigned char)text[end])) end++;
+        if (end > gap_end) continue;
         if (pairs) {
             pairs[2 * n] = dmt_word_index_at(text, len, i);
             pairs[2 * n + 1] = dmt_word_index_at(out, out_len, out_start + (i - gap_start));

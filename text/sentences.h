@@ -72,8 +72,9 @@ int dmt_word_index_at(const char *text, size_t len, size_t pos);
  * array may be NULL: counting only); their count. */
 int dmt_word_bounds(const char *text, size_t len, size_t *start, size_t *end);
 
-/* The words that start in the gap text[gap_start..gap_end) (list markers: "-",
- * "2)"), which a translation copies unchanged, starting at out_start of
+/* The words that start and end in the gap text[gap_start..gap_end) (list markers:
+ * "-", "2)"; not a no-break space glued to the sentence's first word, which is that
+ * word), which a translation copies unchanged, starting at out_start of
  * out[0..out_len): each paired with its copy as (source word, target word) in the
  * numbering above, written to pairs (room for 2 ints a word; NULL: counting only).
  * Their count. */

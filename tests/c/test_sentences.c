@@ -136,6 +136,8 @@ static void test_gap_pairs(void) {
     n = dmt_gap_pairs("A. > > B", 8, 2, 7, "X. > > Y", 8, 2, pairs);
     CHECK(n == 2 && pairs[0] == 1 && pairs[1] == 1 && pairs[2] == 2 && pairs[3] == 2, "two markers, two pairs", "%d", n);
     CHECK(dmt_gap_pairs("A.  B", 5, 2, 4, "X.  Y", 5, 2, NULL) == 0, "a gap of spaces has none");
+    CHECK(dmt_gap_pairs("A. \xC2\xA0" "B", 6, 2, 5, "X. \xC2\xA0" "Y", 6, 2, NULL) == 0,
+          "a no-break space glued to the sentence's first word is that word's, not a marker (its pair was listed twice)");
 }
 
 static void test_capacity(void) {
