@@ -287,6 +287,7 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     /* where the best translation's numbers went, for its alignment */
     int *placed = o->numbers.spaced ? malloc((size_t)o->numbers.n * sizeof *placed) : NULL;
     if (!o->texts || !o->scores || (o->numbers.spaced && !placed)) goto out_of_memory;
+    const dmt_number_style *style = o->numbers.n ? target_number_style(m, o->target_id) : NULL;
     for (int r = 0; r < nb->n; r++) {
         if (dmt_tokenizer_decode(m->tokenizer, nb->hyps[r].tokens, nb->hyps[r].n_tokens, &o->texts[r], o->error,
                                  sizeof o->error) < 0) {
@@ -296,7 +297,7 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
         if (o->numbers.n) { /* before the spans go back: a URL's digits are its own */
             size_t n = 0;
             char *t = dmt_numbers_restore(o->texts[r], strlen(o->texts[r]), &o->numbers, &n, r ? NULL : placed,
-                                          target_number_style(m, o->target_id));
+                                          style);
             if (!t) goto out_of_memory;
             free(o->texts[r]);
             o->texts[r] = t;
