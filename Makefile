@@ -157,34 +157,43 @@ bench-bin: $(BENCH_BIN)
 # make train-continue
 #               The CPU path: continue models/default on the same data with its own
 #               vocabulary (numbers split into digits), from its weights.
+# make ui-data  User-interface strings (menus, buttons, dialogs) from the translations
+#               of Debian 12 packages, into $(UI) (tools/ui_strings.py; downloads ~70 MB
+#               of .deb files with apt-get). Both training targets make it when missing
+#               and give it UI_SHARE of the general examples; UI= trains without it.
 DATA         ?= ../shared/data/multi30k
 GENERAL      ?= ../shared/data/general
+UI           ?= runs/data/ui
+UI_SHARE     ?= 0.08
+UI_ARGS       = $(if $(UI),--ui $(UI) --ui-share $(UI_SHARE))
 RUN          ?= runs/main
 TRAIN_OUT    ?= $(RUN)/model
 TRAIN_BUDGET ?= 2.5
 TRAIN_ARGS   ?=
 SPM          ?= runs/spm16k/spm
-.PHONY: train train-continue train-bench
+.PHONY: train train-continue train-bench ui-data
+ui-data: deps-train
+	test -z "$(UI)" || test -f $(UI)/train/en-de.en.gz || $(PYTHON) tools/ui_strings.py --out $(UI)
 # make train-bench   training speed on this CPU (tools/train.py bench): fp32 vs bf16
 #                    autocast, 1 and 2 threads, three batch sizes, on the run's batches
 train-bench: deps-train
 	test -f $(SPM).model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --general $(GENERAL) \
 	  --vocab-size 16000 --split-digits --max-sentences 2000000 --out $(SPM)
 	$(PYTHON) tools/train.py bench --data $(DATA) --general $(GENERAL) --spm $(SPM).model $(TRAIN_BENCH_ARGS)
-train: deps-train
+train: deps-train ui-data
 	@mkdir -p $(RUN)
 	test -f $(SPM).model || nice -n 5 $(PYTHON) tools/train.py spm --data $(DATA) --general $(GENERAL) \
 	  --vocab-size 16000 --split-digits --max-sentences 2000000 --out $(SPM)
 	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(SPM).model \
-	  --run $(RUN) --time-budget $(TRAIN_BUDGET) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
+	  --run $(RUN) --time-budget $(TRAIN_BUDGET) $(UI_ARGS) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --out $(TRAIN_OUT)
 	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)' and, if better, copy it over models/default"
-train-continue: deps-train
+train-continue: deps-train ui-data
 	@mkdir -p $(RUN)
 	$(PYTHON) tools/train.py spm --derive-from $(MODEL)/sentencepiece.model --out $(RUN)/spm
 	set -e; nice -n 5 $(PYTHON) tools/train.py train --data $(DATA) --general $(GENERAL) --spm $(RUN)/spm.model \
 	  --init-from $(MODEL) --run $(RUN) --time-budget $(TRAIN_BUDGET) --max-tokens 24000 --multi30k-share 0.25 --pivot-share 0.15 \
-	  $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
+	  $(UI_ARGS) $(TRAIN_ARGS) > $(RUN)/train.log 2>&1 || { tail -20 $(RUN)/train.log; exit 1; }
 	$(PYTHON) tools/train.py export --run $(RUN) --checkpoint $(RUN)/checkpoint.pt --out $(TRAIN_OUT)
 	@echo "train: model in $(TRAIN_OUT); score it with 'make eval MODEL=$(TRAIN_OUT)'"
 

@@ -178,6 +178,7 @@ def cmd_train(args):
             raise SystemExit(f"train: no general-domain pairs under {args.general}/train")
         log("general data: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in general.items()) +
             (f" (joined through English: {args.pivot_share:.0%} of the examples)" if args.pivot_share > 0 else ""))
+    ui = ui_pairs(args, sp, cache)
     bleu_fn, bleu_name = load_bleu()
     log(f"validation BLEU: {bleu_name}")
     ids = D.lang_ids(sp)
@@ -233,7 +234,8 @@ def cmd_train(args):
         joined = ", de-fr, de-cs, fr-cs joined through identical English sentences" if args.pivot_share > 0 else ""
         cfg["source"] = dict(cfg.get("source") or {}, recipe="tools/train.py",
                              data="multi30k task1 train (12 directions) + general-domain en-de, en-fr, en-cs"
-                                  f"{joined} (both directions; Tatoeba, WMT news), case and pass-through augmentation")
+                                  f"{joined} (both directions; Tatoeba, WMT news), case and pass-through augmentation"
+                                  + (", user-interface strings (tools/ui_strings.py)" if ui else ""))
     model = Transformer(cfg, dropout=args.dropout, attention_dropout=args.attention_dropout,
                         activation_dropout=args.activation_dropout)
     if init is None and not state:
@@ -248,7 +250,8 @@ def cmd_train(args):
         pairs = D.PairBatcher(sp, general, texts, args.max_tokens, args.max_len,
                               epoch_examples=args.general_examples, temperature=args.temperature,
                               case_share=args.case_share, span_share=args.span_share,
-                              keep_below=args.general_max_pieces, joined_share=args.pivot_share)
+                              keep_below=args.general_max_pieces, joined_share=args.pivot_share,
+                              ui=ui, ui_share=args.ui_share)
         pairs.rng = batcher.rng  # one generator: the saved epoch_rng covers both
 
     def new_epoch():
@@ -498,6 +501,23 @@ def general_texts(args):
     return texts
 
 
+def ui_pairs(args, sp, cache):
+    """--ui: the user-interface string pairs (tools/ui_strings.py), encoded, or None."""
+    if not getattr(args, "ui", None):
+        return None
+    if not args.general:
+        raise SystemExit("train: --ui needs --general (its strings are a share of the general examples)")
+    if not 0 < args.ui_share < 1:
+        raise SystemExit(f"train: --ui-share {args.ui_share}: give a share between 0 and 1 (0.05 is 5%)")
+    texts = D.read_general(args.ui, "train")
+    if not texts:
+        raise SystemExit(f"train: --ui {args.ui}: no pairs under {args.ui}/train (write them with tools/ui_strings.py)")
+    ui = D.encode_general(sp, texts, cache, args.max_len, name="ui")
+    log("ui strings: " + ", ".join(f"{a}-{b} {len(v[0])} pairs" for (a, b), v in ui.items()) +
+        f" ({args.ui_share:.0%} of the general examples)")
+    return ui
+
+
 def bench_batches(args, sp, n):
     """The first n batches of a training epoch as the run would see them (Multi30k and
     general data mixed, augmentation included): [(n_targets, src, prev, tgt)]."""
@@ -723,10 +743,13 @@ def cmd_export(args):
     cfg["source"].pop("multi30k_share", None)
     run_args = state.get("args") or {}
     cfg["source"].pop("pivot_share", None)
+    cfg["source"].pop("ui_share", None)
     if run_args.get("general"):
         cfg["source"]["multi30k_share"] = run_args.get("multi30k_share", 1.0)
         if run_args.get("pivot_share"):
             cfg["source"]["pivot_share"] = run_args["pivot_share"]
+        if run_args.get("ui"):
+            cfg["source"]["ui_share"] = run_args.get("ui_share", 0.05)
     # exporting over a shipped model directory (a new snapshot of models/default) keeps
     # what was chosen for it there: decoding options the recipe does not set
     # (all_caps, alignment_layer, ...) and the hand-written history in source.notes
@@ -866,6 +889,11 @@ def main(argv=None):
     p.add_argument("--general-val-lines", type=int, default=100, help="dev lines per general direction")
     p.add_argument("--general-max-pieces", type=int, default=0,
                    help="only general pairs with both sides shorter than this (0: all; a cheaper CPU run)")
+    p.add_argument("--ui", metavar="DIR",
+                   help="with --general: also train on user-interface strings, DIR/train/en-de.{en,de}.gz ... "
+                        "(written by tools/ui_strings.py)")
+    p.add_argument("--ui-share", type=float, default=0.05, metavar="F",
+                   help="with --ui: this part of the general examples are user-interface strings")
     p.set_defaults(fn=cmd_train)
 
     p = sub.add_parser("bench", help="training speed: fp32 vs bf16 autocast, threads, batch size")

@@ -188,6 +188,45 @@ def test_general_pairs():
     random.seed(0)
 
 
+def test_ui_pairs():
+    """--ui: user-interface strings as a set share of the general examples, both
+    directions, reported apart from the general directions in the mix."""
+    sp = FakeSP()
+
+    def encoded(pairs, kind):
+        texts, ids = {}, {}
+        for (a, b), n in pairs:
+            la, lb = [f"{kind} {a} s {i}." for i in range(n)], [f"{kind} {b} t {i}." for i in range(n)]
+            texts[(a, b)] = (la, lb)
+            ids[(a, b)] = ([np.asarray(x, np.int32) for x in sp.encode(la)],
+                           [np.asarray(x, np.int32) for x in sp.encode(lb)])
+        return texts, ids
+    texts, general = encoded(((("en", "de"), 400), (("en", "fr"), 300)), "news")
+    _, ui = encoded(((("en", "de"), 50), (("en", "fr"), 50)), "ui")
+    pb = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=4000, case_share=0, span_share=0,
+                       seed=3, ui=ui, ui_share=0.1)
+    batches = pb.epoch(IDS)
+    mix = pb.last_mix
+    n_ui = sum(v["examples"] for v in mix.get("ui", {}).values())
+    n_general = sum(v["examples"] for k, v in mix.items() if "-" in k)
+    tap.ok(set(mix.get("ui", {})) == {"en-de", "de-en", "en-fr", "fr-en"} and abs(n_ui - 400) <= 2
+           and abs(n_general - 3600) <= 3,
+           "--ui-share 0.1: a tenth of the epoch's examples are UI strings, both directions; the general text the rest",
+           detail=str(mix))
+    tap.ok(sum(len(b) for b in batches) == n_ui + n_general, "the UI examples are in the epoch's batches",
+           detail=f"{sum(len(b) for b in batches)} vs {n_ui} + {n_general}")
+    ui_targets = {tuple(y) for _, ids in ui.values() for y in ids} | {tuple(x) for ids, _ in ui.values() for x in ids}
+    seen = sum(1 for b in batches for _, y, _ in b if tuple(y) in ui_targets)
+    tap.ok(seen == n_ui, "each UI example's target is a UI string", detail=f"{seen} of {n_ui}")
+    tap.ok(not D.check_mix(mix, 0.2), "the mix check leaves the UI directions out (their share is set)",
+           detail=str(D.check_mix(mix, 0.2)))
+    plain = D.PairBatcher(sp, general, texts, max_tokens=400, epoch_examples=4000, case_share=0, span_share=0,
+                          seed=3, ui=None, ui_share=0.1)
+    plain.epoch(IDS)
+    tap.ok("ui" not in plain.last_mix and sum(v["examples"] for k, v in plain.last_mix.items() if "-" in k) == 4000,
+           "without UI pairs the share is ignored: every example is general text", detail=str(plain.last_mix))
+
+
 def test_joined_pairs():
     """--pivot-share: de-fr (etc.) pairs joined where en-de and en-fr share an English
     sentence, and their set share of each epoch."""
@@ -409,6 +448,7 @@ def main():
     test_batches()
     test_general_pairs()
     test_joined_pairs()
+    test_ui_pairs()
     test_split_digits_vocab()
     test_loss()
     test_loss_gradients()

@@ -260,13 +260,13 @@ def join_through(texts, pivot="en"):
     return out
 
 
-def encode_general(sp, texts, cache, max_len=128):
+def encode_general(sp, texts, cache, max_len=128, name="general"):
     """texts: read_general's {(a, b): (lines_a, lines_b)} -> {(a, b): (ids_a, ids_b)}
-    (lists of int32 arrays), cached as .npz under cache (encoded again when the cache
-    holds another number of lines: the text changed)."""
+    (lists of int32 arrays), cached as cache/{name}-{a}-{b}.npz (encoded again when the
+    cache holds another number of lines: the text changed)."""
     out = {}
     for (a, b), (la, lb) in texts.items():
-        path = os.path.join(cache, f"general-{a}-{b}.npz")
+        path = os.path.join(cache, f"{name}-{a}-{b}.npz")
         ids = encode_cached(sp, path, ("a", "b"), lambda: {"a": la, "b": lb}, max_len)
         if len(ids["a"]) != len(la) or len(ids["b"]) != len(lb):
             os.remove(path)
@@ -378,13 +378,17 @@ class PairBatcher:
     then `augment_share` more examples are made by `augment` from a sample of the text.
     Pairs without the pivot language (join_through's) together get `joined_share` of
     the examples, shared among them by the same weights, the pairs with it the rest.
-    An example is (src ids, tgt ids, target language).
+    With `ui` (encode_general's ids of tools/ui_strings.py's pairs), `ui_share` of the
+    examples are user-interface strings ("Cancel" -> "Abbrechen"), both directions,
+    shared by the same weights; the general text gets the rest (no augmentation is made
+    from them). An example is (src ids, tgt ids, target language).
     """
 
     def __init__(self, sp, general, texts, max_tokens, max_len=128, epoch_examples=400000,
                  temperature=2.0, case_share=0.05, span_share=0.05, seed=1, keep_below=0,
-                 joined_share=0.0, pivot="en"):
+                 joined_share=0.0, pivot="en", ui=None, ui_share=0.0):
         self.sp, self.general, self.texts = sp, general, texts
+        self.ui, self.ui_share = (ui or {}), (ui_share if ui else 0.0)
         self.max_tokens, self.max_len = max_tokens, max_len
         self.epoch_examples, self.temperature = epoch_examples, temperature
         self.case_share, self.span_share = case_share, span_share
@@ -427,12 +431,28 @@ class PairBatcher:
             w[joined] *= self.joined_share / w[joined].sum()
         return dirs, w / w.sum()
 
+    def ui_examples(self, ids):
+        """This epoch's user-interface examples -> (examples, {direction: counts})."""
+        dirs = []
+        for (a, b), (ia, ib) in sorted(self.ui.items()):
+            dirs += [(a, b, ia, ib), (b, a, ib, ia)]
+        if not dirs or self.ui_share <= 0:
+            return [], {}
+        w = np.array([len(d[2]) ** (1.0 / self.temperature) for d in dirs], dtype=np.float64)
+        examples, mix = [], {}
+        for (s, t, si, ti), p in zip(dirs, w / w.sum()):
+            k = int(round(p * self.ui_share * self.epoch_examples))
+            idx = self.rng.choice(len(si), size=k, replace=k > len(si))
+            examples += [(si[i], ti[i], ids[t]) for i in idx]
+            mix[f"{s}-{t}"] = {"examples": k, "target_tokens": int(sum(len(ti[i]) + 1 for i in idx))}
+        return examples, mix
+
     def epoch(self, ids):
         """A list of batches; each batch is a list of (src ids, tgt ids, tgt language id)."""
         dirs, share = self.shares()
         examples, mix, text_pairs = [], {}, []
         for (s, t, si, ti, st, tt), p in zip(dirs, share):
-            k = int(round(p * self.epoch_examples))
+            k = int(round(p * (1.0 - self.ui_share) * self.epoch_examples))
             idx = self.rng.choice(len(si), size=k, replace=k > len(si))
             for i in idx:
                 examples.append((si[i], ti[i], ids[t]))
@@ -457,6 +477,10 @@ class PairBatcher:
                     examples.append((np.asarray(x[:self.max_len], np.int32), np.asarray(y[:self.max_len], np.int32), ids[tl]))
                 extra += len(aug)
         mix["augmented"] = {"examples": extra}
+        ui, ui_mix = self.ui_examples(ids)
+        if ui_mix:
+            examples += ui
+            mix["ui"] = ui_mix   # a key without '-': check_mix leaves it out
         self.last_mix = mix
         return self._batches(examples)
 
