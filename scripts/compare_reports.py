@@ -129,7 +129,9 @@ def compare(args):
             notes.append(f"only in {name} (left out): " + ", ".join(f"{s} {d}".strip() for s, d in only))
     if not common:
         raise CompareError("the reports share no direction")
-    sets = evaluate.suite_sets(os.path.join(args.suite, "data")) if args.suite else {}
+    # the user-interface strings' folder, where a report scored them (evaluate.py --ui)
+    ui = new_report.get("ui") or old_report.get("ui")
+    sets = evaluate.suite_sets(os.path.join(args.suite, "data"), ui) if args.suite else {}
     rows = []
     for key in common:
         a, b = old[key], new[key]

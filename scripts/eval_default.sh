@@ -12,7 +12,9 @@
 # e.g. tatoeba,flores101), EVAL_DIRECTIONS (all), EVAL_ROBUSTNESS_LIMIT (300 sentences
 # a direction), EVAL_READY_TIMEOUT (120 s), EVAL_BASELINE (unset; an earlier report.json:
 # the new one is compared with it by scripts/compare_reports.py, a bootstrap test per
-# direction with every test set). Extra arguments go to evaluate.py,
+# direction with every test set), EVAL_UI (runs/data/ui where it holds test/: the
+# user-interface strings' test set, tools/ui_strings.py; empty: none). Extra
+# arguments go to evaluate.py,
 # e.g. scripts/eval_default.sh --limit 100 --concurrency 8
 set -u
 cd "$(dirname "$0")/.."
@@ -27,6 +29,8 @@ EVAL_ROBUSTNESS_LIMIT=${EVAL_ROBUSTNESS_LIMIT:-300}
 EVAL_DIRECTIONS=${EVAL_DIRECTIONS:-all}
 EVAL_READY_TIMEOUT=${EVAL_READY_TIMEOUT:-120}
 EVAL_BASELINE=${EVAL_BASELINE:-}
+EVAL_UI=${EVAL_UI-runs/data/ui}
+[ -n "$EVAL_UI" ] && [ ! -d "$EVAL_UI/test" ] && EVAL_UI=
 BIN=$BUILD/deepmt
 DATA=$SHARED/data/multi30k
 
@@ -93,7 +97,8 @@ if [ "$EVAL_SPLIT" = all ]; then
     # every test set: Multi30k test_2016/test_2017 and the general-domain sets
     # (FLORES-101 devtest, Tatoeba, newstest), then the robustness report
     "$PYTHON" scripts/evaluate.py --url "$URL" --suite "$SHARED" --sets "$EVAL_SETS" \
-        --directions "$EVAL_DIRECTIONS" --json "$EVAL_OUT/report.json" --hyp-dir "$EVAL_OUT" "$@"
+        --directions "$EVAL_DIRECTIONS" --json "$EVAL_OUT/report.json" --hyp-dir "$EVAL_OUT" \
+        ${EVAL_UI:+--ui "$EVAL_UI"} "$@"
     rc=$?
     if [ $rc = 0 ] && [ -d "$SHARED/data/general/test" ]; then
         "$PYTHON" scripts/robustness.py --url "$URL" --suite "$SHARED" --limit "$EVAL_ROBUSTNESS_LIMIT" \

@@ -96,8 +96,9 @@ def check_aligned(src, ref, src_path, ref_path):
 
 # The test sets `--suite DIR` knows, DIR being the shared data folder (with
 # data/multi30k and data/general): name -> [(direction, src path, ref path)] relative
-# to DIR/data. The general sets are described in data/general/README.md.
-def suite_sets(root):
+# to DIR/data. The general sets are described in data/general/README.md. With `ui`
+# (tools/ui_strings.py's folder), "ui" too: user-interface strings, en<->de/fr/cs.
+def suite_sets(root, ui=None):
     m30k, gen = os.path.join(root, "multi30k"), os.path.join(root, "general", "test")
     sets = {}
     for split, langs in (("test_2016_flickr", LANGS), ("test_2017_flickr", ("en", "de", "fr"))):
@@ -112,6 +113,9 @@ def suite_sets(root):
                              os.path.join(gen, f"newstest2014.en-fr.{b}")) for a, b in (("en", "fr"), ("fr", "en"))]
     sets["newstest2020"] = [(f"{a}-{b}", os.path.join(gen, f"newstest2020.{a}-{b}.{a}"),
                              os.path.join(gen, f"newstest2020.{a}-{b}.{b}")) for a, b in (("en", "de"), ("de", "en"))]
+    if ui:
+        sets["ui"] = [(f"{a}-{b}", os.path.join(ui, "test", f"ui.{p}.{a}"), os.path.join(ui, "test", f"ui.{p}.{b}"))
+                      for p in ("en-de", "en-fr", "en-cs") for a, b in (p.split("-"), p.split("-")[::-1])]
     return sets
 
 
@@ -120,7 +124,9 @@ def plan_suite(args):
     root = os.path.join(args.suite, "data")
     if not os.path.isdir(root):
         raise EvalError(f"no data folder at {root} (--suite takes the folder holding data/)", EXIT_USAGE)
-    sets = suite_sets(root)
+    if args.ui and not os.path.isdir(os.path.join(args.ui, "test")):
+        raise EvalError(f"no test folder at {args.ui}/test (--ui takes tools/ui_strings.py's --out folder)", EXIT_USAGE)
+    sets = suite_sets(root, args.ui)
     names = list(sets) if args.sets == "all" else [n.strip() for n in args.sets.split(",") if n.strip()]
     unknown = [n for n in names if n not in sets]
     if unknown:
@@ -523,7 +529,10 @@ def parse_args(argv):
     g.add_argument("--suite", metavar="DIR", help="the shared folder holding data/multi30k and data/general")
     g.add_argument("--sets", default="all",
                    help="comma-separated: multi30k/test_2016_flickr, multi30k/test_2017_flickr, flores101, "
-                        "tatoeba, newstest2014, newstest2020, or 'all' (default); --directions filters")
+                        "tatoeba, newstest2014, newstest2020, ui (with --ui), or 'all' (default); --directions filters")
+    g.add_argument("--ui", metavar="DIR",
+                   help="with --suite: also the user-interface strings' test set, DIR/test/ui.en-de.en ... "
+                        "(tools/ui_strings.py --out DIR)")
     g = ap.add_argument_group("server and run")
     g.add_argument("--url", default="http://127.0.0.1:5000", help="default: %(default)s")
     g.add_argument("--api-key", help="sent as api_key in each request")
@@ -539,6 +548,8 @@ def parse_args(argv):
     args = ap.parse_args(argv)
     if (bool(args.multi30k) + bool(args.suite) + bool(args.src or args.ref or args.direction)) != 1:
         ap.error("give one of --src/--ref/--direction, --multi30k or --suite")
+    if args.ui and not args.suite:
+        ap.error("--ui goes with --suite")
     if args.retries < 0:
         ap.error("--retries must be 0 or more")
     return args
@@ -550,6 +561,7 @@ def main(argv=None):
         "tool": "deepmt scripts/evaluate.py", "url": args.url,
         "mode": "suite" if args.suite else "multi30k" if args.multi30k else "files",
         "split": args.split if args.multi30k else None,
+        "ui": os.path.abspath(args.ui) if args.ui else None,
         "batch_size": args.batch_size, "concurrency": args.concurrency, "limit": args.limit,
         "bleu_signature": bleu.bleu_signature(1), "chrf_signature": bleu.chrf_signature(1),
         "directions": [], "skipped": [], "error": None,

@@ -9,7 +9,8 @@
 # Environment (defaults): BUILD (build: its deepmt serves both), BASE (models/default),
 # OUT (build/snapshot-check), SHARED (../shared), PYTHON (/usr/bin/python3),
 # CHECK_LIMIT (unset: the whole sets, as the card; N: the first N lines a direction,
-# a quick trial whose figures are not the card's).
+# a quick trial whose figures are not the card's), UI (runs/data/ui: where it holds
+# test/, the user-interface strings' six directions too, reported beside the rule).
 #
 # Steps, each logged to OUT/*.log: the candidate is BASE with the new weights
 # (tools/train.py export over a copy: the same vocabulary, shortlist, decoding rules
@@ -23,7 +24,7 @@
 # without the baseline; several times that beside a training run.
 set -eu
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 RUN=$1
 CKPT=${2:-$RUN/checkpoint.pt}
 BUILD=${BUILD:-build}
@@ -32,6 +33,8 @@ OUT=${OUT:-build/snapshot-check}
 SHARED=${SHARED:-../shared}
 PYTHON=${PYTHON:-/usr/bin/python3}
 LIMIT=${CHECK_LIMIT:-}
+UI=${UI-runs/data/ui}
+[ -n "$UI" ] && [ ! -d "$UI/test" ] && UI=
 
 die() { echo "snapshot_check: $*" >&2; exit 2; }
 [ -f "$CKPT" ] || die "no checkpoint at $CKPT"
@@ -45,23 +48,25 @@ say() { echo "[$(date +%H:%M:%S)] $*"; }
 measure() { # model, prefix, baseline prefix (or "")
     model=$1 pre=$2 base=$3
     whole=${LIMIT:+--limit $LIMIT}
-    for part in ew ewj e; do
+    for part in ew ewj e ${UI:+eu}; do
         case $part in
         ew) sets=tatoeba,flores101 dirs=en-de,de-en,en-fr,fr-en,en-cs,cs-en rob=20 lim=$whole ;;
         ewj) sets=flores101 dirs=de-fr,fr-de,de-cs,cs-de,fr-cs,cs-fr rob=20 lim=$whole ;;
         e) sets=all dirs=all rob=150 lim="--limit ${LIMIT:-300}" ;;
+        eu) sets=ui dirs=all rob=20 lim=$whole ;;
         esac
         say "$model: $part"
         # shellcheck disable=SC2086  # $lim is options, split on purpose
         env BUILD="$BUILD" MODEL="$model" SHARED="$SHARED" EVAL_OUT="$OUT/$pre-$part" EVAL_SETS=$sets \
-            EVAL_DIRECTIONS=$dirs EVAL_ROBUSTNESS_LIMIT=$rob \
+            EVAL_DIRECTIONS=$dirs EVAL_ROBUSTNESS_LIMIT=$rob EVAL_UI="$UI" \
             EVAL_BASELINE="${base:+$OUT/$base-$part/report.json}" \
             scripts/eval_default.sh $lim >"$OUT/$pre-$part.log" 2>&1 ||
             die "$part of $model failed: $OUT/$pre-$part.log"
     done
 }
 
-stamp=$(cat "$BASE/model.safetensors" "$BASE/config.json" "$BASE/shortlist.bin" "$BUILD/deepmt" 2>/dev/null |
+stamp=$(cat "$BASE/model.safetensors" "$BASE/config.json" "$BASE/shortlist.bin" "$BUILD/deepmt" \
+    ${UI:+"$UI"/test/*} 2>/dev/null |
     sha256sum | cut -c1-16)-${LIMIT:-whole}
 if [ "$(cat "$OUT/base.stamp" 2>/dev/null)" != "$stamp" ]; then
     rm -f "$OUT/base.stamp"

@@ -6,7 +6,8 @@ scripts/compare_reports.py through eval_default.sh), the whole sets' BLEU of bot
 the dev NLL of the shipped model and the candidate (nll.json, tools/train.py nll
 --out), and whether the shipping rule is met: a lower mean general dev NLL, ahead
 on most of the whole-set directions (cand-ew and cand-ewj together), and ahead by
-at least MIN_MEAN_GAIN BLEU on their average.
+at least MIN_MEAN_GAIN BLEU on their average. Where the check scored the
+user-interface strings too (OUT/cand-eu), their change is printed beside the rule.
 
     scripts/snapshot_summary.py OUT      exit 0: rule met, 1: not met, 2: OUT incomplete
 """
@@ -31,6 +32,19 @@ def changes(out, part):
             return {(d["set"], d["direction"]): d["bleu"] for d in json.load(f)["directions"]}
     old, new = bleu("base"), bleu("cand")
     return [(k[0], k[1], new[k] - old[k]) for k in new if k in old]
+
+
+def ui_line(out):
+    """The user-interface strings' change (OUT/cand-eu against OUT/base-eu), one line."""
+    try:
+        ui = changes(out, "eu")
+    except (OSError, ValueError, KeyError) as e:
+        return f"ui strings: no comparison ({e})"
+    if not ui:
+        return "ui strings: no direction in both base-eu and cand-eu"
+    return (f"ui strings: {sum(c > 0 for _, _, c in ui)} of {len(ui)} directions up, "
+            f"{sum(c for _, _, c in ui) / len(ui):+.3f} on average ("
+            + ", ".join(f"{d} {c:+.2f}" for _, d, c in ui) + "; beside the rule, not part of it)")
 
 
 def last_line(path, prefix):
@@ -67,6 +81,8 @@ def main(argv):
           f"directions lower); joined {old.get('mean joined', float('nan')):.4f} -> "
           f"{new.get('mean joined', float('nan')):.4f}; Multi30k {old['mean multi30k']:.4f} -> "
           f"{new['mean multi30k']:.4f}")
+    if os.path.isfile(os.path.join(out, "cand-eu", "report.json")):
+        print(ui_line(out))
     up = sum(c > 0 for _, _, c in whole)
     mean = sum(c for _, _, c in whole) / len(whole)
     print(f"whole sets: {up} of {len(whole)} directions up, {mean:+.3f} on average")

@@ -361,6 +361,30 @@ def check_suite(srv, tmp):
            and os.path.isfile(os.path.join(hyps, "flores101.cs-fr.hyp")), "--suite: hypothesis files named by set")
     p = run_eval("--suite", root, "--sets", "tatoeba,nosuch", "--url", srv.url)
     tap.ok(p.returncode == 2 and "unknown test set" in p.stderr and no_traceback(p), "unknown set: message, exit 2", show(p))
+    # --ui: the user-interface strings' test set (tools/ui_strings.py's folder)
+    ui = os.path.join(tmp, "ui")
+    os.makedirs(os.path.join(ui, "test"))
+    for lang in ("de", "cs"):
+        write(os.path.join(ui, "test", f"ui.en-{lang}.en"), ["Cancel the print job now", "Save the file as a new one"])
+        write(os.path.join(ui, "test", f"ui.en-{lang}.{lang}"), ["CANCEL THE PRINT JOB NOW", "SAVE THE FILE AS A NEW ONE"])
+    rep_ui = os.path.join(tmp, "suite-ui.json")
+    p = run_eval("--suite", root, "--ui", ui, "--sets", "ui", "--url", srv.url, "--json", rep_ui, "--quiet")
+    try:
+        with open(rep_ui, encoding="utf-8") as f:
+            report = json.load(f)
+    except (OSError, ValueError):
+        report = {"directions": []}
+    got = sorted((r["set"], r["direction"], r["bleu"]) for r in report["directions"])
+    tap.ok(p.returncode == 0 and [g[:2] for g in got] == [("ui", "cs-en"), ("ui", "de-en"), ("ui", "en-cs"), ("ui", "en-de")]
+           and abs(got[2][2] - 100.0) < 1e-6 and report.get("ui") == os.path.abspath(ui)
+           and any(x.get("direction") == "ui en-fr" for x in report.get("skipped", [])),
+           "--suite --ui: the UI strings' directions present scored (en-fr skipped: no files), the folder recorded",
+           f"{got} {report.get('skipped')}\n{show(p)}")
+    p = run_eval("--suite", root, "--sets", "ui", "--url", srv.url)
+    tap.ok(p.returncode == 2 and "unknown test set" in p.stderr, "--sets ui without --ui: unknown set, exit 2", show(p))
+    p = run_eval("--suite", root, "--ui", os.path.join(tmp, "no-ui"), "--url", srv.url)
+    tap.ok(p.returncode == 2 and "no test folder" in p.stderr and no_traceback(p),
+           "--ui naming a folder without test/: message, exit 2", show(p))
     rj = os.path.join(tmp, "rob.json")
     r = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "robustness.py"), "--url", srv.url,
                         "--suite", root, "--json", rj, "--quiet"], capture_output=True, text=True, timeout=120)

@@ -65,6 +65,26 @@ def main():
             r = summary(out)
             tap.ok(r.returncode == want and f"{ups} of 18 directions up" in r.stdout and says in r.stdout
                    and ("MET" in r.stdout) == (want == 0), f"snapshot_summary: {what}", r.stdout + r.stderr)
+        # the user-interface strings (cand-eu, base-eu): printed, the verdict unchanged
+        for i, want in ((0, 0), (1, 1)):
+            out = os.path.join(tmp, f"c{i}")
+            for which, bleu in (("base", 10.0), ("cand", 12.5)):
+                os.makedirs(os.path.join(out, f"{which}-eu"))
+                with open(os.path.join(out, f"{which}-eu", "report.json"), "w") as f:
+                    json.dump({"directions": [{"set": "ui", "direction": d, "bleu": bleu + (d == "cs-en" and which == "cand")}
+                                              for d in ("en-de", "de-en", "en-cs", "cs-en")]}, f)
+            r = summary(out)
+            tap.ok(r.returncode == want and "ui strings: 4 of 4 directions up, +2.750 on average" in r.stdout
+                   and "cs-en +3.50" in r.stdout,
+                   f"snapshot_summary: the UI strings' change printed beside the rule, whose verdict stays "
+                   f"({'met' if want == 0 else 'not met'})", r.stdout + r.stderr)
+        os.remove(os.path.join(tmp, "c1", "cand-eu", "report.json"))
+        os.makedirs(os.path.join(tmp, "c1", "cand-eu"), exist_ok=True)
+        with open(os.path.join(tmp, "c1", "cand-eu", "report.json"), "w") as f:
+            f.write("{not json")
+        r = summary(os.path.join(tmp, "c1"))
+        tap.ok(r.returncode == 1 and "ui strings: no comparison" in r.stdout,
+               "snapshot_summary: an unreadable UI report is named, the verdict still given", r.stdout + r.stderr)
         out = os.path.join(tmp, "c0")
         os.remove(os.path.join(out, "nll.json"))
         r = summary(out)
