@@ -38,6 +38,7 @@
 #include "model/translate.h"
 #include "server/sched/pool.h"
 #include "base/options.h"
+#include "base/words.h"
 #include "text/documents.h"
 #include "text/html.h"
 #include "text/sentences.h"

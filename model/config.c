@@ -26,6 +26,33 @@ static int get_int(json_t *root, const char *key, int *out, int min, char *err, 
     return 0;
 }
 
+/* decoding's optional true/false key: *out set where present, left as it was where not. */
+static int get_flag(json_t *decoding, const char *key, int *out, char *err, size_t errlen) {
+    json_t *v = json_object_get(decoding, key);
+    if (!v) return 0;
+    if (!json_is_boolean(v)) {
+        snprintf(err, errlen, "config.json: decoding.%s must be true or false", key);
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* decoding's optional key of two string values: *out = 0 for value0, 1 for value1; left
+ * as it was where the key is absent; anything else is refused, naming both. */
+static int get_choice(json_t *decoding, const char *key, const char *value0, const char *value1, int *out,
+                      char *err, size_t errlen) {
+    json_t *v = json_object_get(decoding, key);
+    if (!v) return 0;
+    const char *s = json_is_string(v) ? json_string_value(v) : NULL;
+    if (!s || (strcmp(s, value0) && strcmp(s, value1))) {
+        snprintf(err, errlen, "config.json: decoding.%s must be \"%s\" or \"%s\"", key, value0, value1);
+        return -1;
+    }
+    *out = !strcmp(s, value1);
+    return 0;
+}
+
 static int get_num(json_t *root, const char *key, float *out, char *err, size_t errlen) {
     json_t *v = json_object_get(root, key);
     if (!v) { snprintf(err, errlen, "config.json: missing key \"%s\"", key); return -1; }
@@ -140,36 +167,11 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
             return -1;
         }
     }
-    if ((v = json_object_get(d, "all_caps"))) {
-        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-        if (!s || (strcmp(s, "lower") && strcmp(s, "as_is"))) {
-            snprintf(err, errlen, "config.json: decoding.all_caps must be \"lower\" or \"as_is\"");
-            return -1;
-        }
-        c->decoding.all_caps_lower = !strcmp(s, "lower");
-    }
-    if ((v = json_object_get(d, "copy_numbers"))) {
-        if (!json_is_boolean(v)) {
-            snprintf(err, errlen, "config.json: decoding.copy_numbers must be true or false");
-            return -1;
-        }
-        c->decoding.copy_numbers = json_is_true(v);
-    }
-    if ((v = json_object_get(d, "number_format"))) {
-        const char *s = json_is_string(v) ? json_string_value(v) : NULL;
-        if (!s || (strcmp(s, "target") && strcmp(s, "source"))) {
-            snprintf(err, errlen, "config.json: decoding.number_format must be \"target\" or \"source\"");
-            return -1;
-        }
-        c->decoding.numbers_as_written = !strcmp(s, "source");
-    }
-    if ((v = json_object_get(d, "pass_through"))) {
-        if (!json_is_boolean(v)) {
-            snprintf(err, errlen, "config.json: decoding.pass_through must be true or false");
-            return -1;
-        }
-        c->decoding.pass_through = json_is_true(v);
-    }
+    if (get_choice(d, "all_caps", "as_is", "lower", &c->decoding.all_caps_lower, err, errlen) ||
+        get_flag(d, "copy_numbers", &c->decoding.copy_numbers, err, errlen) ||
+        get_choice(d, "number_format", "target", "source", &c->decoding.numbers_as_written, err, errlen) ||
+        get_flag(d, "pass_through", &c->decoding.pass_through, err, errlen))
+        return -1;
     if ((v = json_object_get(d, "pass_through_characters"))) {
         const char *s = json_is_string(v) ? json_string_value(v) : NULL;
         size_t n = s ? json_string_length(v) : 0;

@@ -2,12 +2,13 @@
  * written (numbers.h). */
 #include "model/numbers.h"
 
+#include "base/words.h"
+
 #include <stdlib.h>
 #include <string.h>
 
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
 
-static int is_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 /* The length of a group separator at s[j] (',' '.' '\'' ' ' U+00A0 U+2009 U+202F), or 0. */
 static size_t separator_at(const char *s, size_t len, size_t j) {
@@ -94,14 +95,6 @@ static size_t digits_of(const char *s, size_t n, char *out) {
     for (size_t i = 0; i < n; i++)
         if (is_digit(s[i])) out[m++] = s[i];
     return m;
-}
-
-/* Whitespace-separated words that start in s[from..to) (counting as the word
- * alignment does); the word s[at] is in is words_started(s, 0, at + 1) - 1. */
-static int words_started(const char *s, size_t from, size_t to) {
-    int words = 0;
-    for (size_t j = from; j < to; j++) words += !is_space(s[j]) && (j == 0 || is_space(s[j - 1]));
-    return words;
 }
 
 const dmt_number_style *dmt_numbers_style(const char *lang) {
@@ -200,7 +193,7 @@ int dmt_numbers_find(const char *text, size_t len, dmt_numbers *g) {
             continue;
         }
         if (g->n < most / 2) {
-            words += words_started(text, counted, i + 1);
+            words += dmt_words_started(text, counted, i + 1);
             counted = i + 1;
             dmt_grouped_number *x = &g->items[g->n++];
             *x = (dmt_grouped_number){i, end - i, digits, decimals, plain, words > 0 ? words - 1 : 0, 0, 0};
@@ -321,7 +314,7 @@ char *dmt_numbers_restore(const char *tr, size_t len, const dmt_numbers *g, size
     for (size_t i = 0; i < len;) {
         size_t n = 0;
         int k = 0;
-        if (!is_space(tr[i]) && (i == 0 || is_space(tr[i - 1]))) word++;
+        word += dmt_words_started(tr, i, i + 1);
         if (is_digit(tr[i]) && (i == 0 || !is_digit(tr[i - 1])))
             for (k = 0; k < g->n && !n; k++)
                 if (!used[k]) n = plain_at(g, &g->items[k], tr, len, i);

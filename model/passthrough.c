@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "base/words.h"
 #include "model/scripts.h"
 
-static int is_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 static int is_alpha(unsigned char c) { return (c | 32) >= 'a' && (c | 32) <= 'z'; }
 static int is_alnum(unsigned char c) { return is_alpha(c) || (c >= '0' && c <= '9'); }
 
@@ -133,7 +133,7 @@ static int keep_original(dmt_passthrough *p, const char *text, size_t len) {
 int dmt_passthrough_verbatim(const char *text, size_t len, dmt_passthrough *p) {
     memset(p, 0, sizeof *p);
     size_t i = 0;
-    while (i < len && is_space((unsigned char)text[i])) i++;
+    while (i < len && dmt_is_word_space((unsigned char)text[i])) i++;
     if (i == len || has_content(text, len)) return 0;
     if (!(p->stripped = calloc(1, 1))) return -1;
     return keep_original(p, text, len);
@@ -221,9 +221,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
         maybe = (text[i] == ':' && (i + 1 < len && text[i + 1] == '/')) || has_prefix(text + i, len - i, "www.") ||
                 has_prefix(text + i, len - i, "mailto:") || is_symbol_run(text + i, 3);
     if (!maybe) return 0;
-    size_t words = 0;
-    for (size_t i = 0; i < len; i++)
-        if (!is_space((unsigned char)text[i]) && (i == 0 || is_space((unsigned char)text[i - 1]))) words++;
+    size_t words = (size_t)dmt_word_bounds(text, len, NULL, NULL);
     p->spans = malloc((words ? words : 1) * sizeof *p->spans);
     p->kept_word = malloc((words + 1) * sizeof *p->kept_word); /* + 1: trailing punctuation of a first span */
     p->stripped = malloc(len + 1);
@@ -234,9 +232,9 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
     size_t out = 0;
     int word = 0;
     for (size_t i = 0; i < len;) {
-        if (is_space((unsigned char)text[i])) { i++; continue; }
+        if (dmt_is_word_space((unsigned char)text[i])) { i++; continue; }
         size_t start = i;
-        while (i < len && !is_space((unsigned char)text[i])) i++;
+        while (i < len && !dmt_is_word_space((unsigned char)text[i])) i++;
         size_t n = i - start, k = span_length(text + start, n, spelling);
         if (k) {
             dmt_passthrough_span *s = &p->spans[p->n_spans++];
@@ -261,7 +259,7 @@ int dmt_passthrough_find_with(const char *text, size_t len, const dmt_passthroug
             p->kept_word[p->n_kept++] = word;
             dmt_passthrough_span *before = p->n_spans ? &p->spans[p->n_spans - 1] : NULL;
             if (before && before->word == word - 1 && text[start] >= '0' && text[start] <= '9' &&
-                is_symbols(text + before->start, before->len) && is_space((unsigned char)text[before->start + before->len]))
+                is_symbols(text + before->start, before->len) && dmt_is_word_space((unsigned char)text[before->start + before->len]))
             { /* "x < 3": the symbol goes with the number */
                 before->number_start = start;
                 while (start + before->number_len < i && text[start + before->number_len] >= '0' &&
@@ -301,12 +299,12 @@ static place place_span(const dmt_passthrough *p, const dmt_passthrough_span *s,
         const char *digits = p->original + s->number_start;
         size_t i = 0;
         for (int w = 0; w < nt; w++) {
-            while (i < tr_len && is_space((unsigned char)tr[i])) i++;
+            while (i < tr_len && dmt_is_word_space((unsigned char)tr[i])) i++;
             size_t k = 0;
             while (k < s->number_len && i + k < tr_len && tr[i + k] == digits[k]) k++;
             if (k == s->number_len && !(i + k < tr_len && tr[i + k] >= '0' && tr[i + k] <= '9'))
                 return (place){w, 0, 0};
-            while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
+            while (i < tr_len && !dmt_is_word_space((unsigned char)tr[i])) i++;
         }
         for (int q = 0; pairs && q < n_pairs; q++) /* else the first target word aligned to it */
             if (pairs[2 * q] == s->prev + 1 && pairs[2 * q + 1] >= 0 && pairs[2 * q + 1] < nt &&
@@ -343,7 +341,7 @@ typedef struct {
 
 /* Whether text[0..at) ends with .,;:!? before white space. */
 static int after_punctuation(const char *text, size_t at) {
-    while (at > 0 && is_space((unsigned char)text[at - 1])) at--;
+    while (at > 0 && dmt_is_word_space((unsigned char)text[at - 1])) at--;
     return at > 0 && is_trailing((unsigned char)text[at - 1]);
 }
 
@@ -358,9 +356,7 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
     if (n_new) *n_new = 0;
     size_t cap = tr_len + 1;
     for (int i = 0; i < p->n_spans; i++) cap += p->spans[i].len + 2;
-    int nt = 0;
-    for (size_t i = 0; i < tr_len; i++)
-        if (!is_space((unsigned char)tr[i]) && (i == 0 || is_space((unsigned char)tr[i - 1]))) nt++;
+    int nt = dmt_word_bounds(tr, tr_len, NULL, NULL);
     if (nt == 0 || p->n_kept == 0) { /* nothing translated: the sentence as it was */
         char *s = malloc(p->original_len + 1);
         if (!s) return NULL;
@@ -391,7 +387,7 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
     int t = 0, w = 0; /* target word, output word */
     while (i < tr_len) {
         size_t gap = i;
-        while (i < tr_len && is_space((unsigned char)tr[i])) i++;
+        while (i < tr_len && dmt_is_word_space((unsigned char)tr[i])) i++;
         if (i == tr_len) { /* trailing whitespace */
             memcpy(out + o, tr + gap, i - gap);
             o += i - gap;
@@ -400,7 +396,7 @@ char *dmt_passthrough_restore(const dmt_passthrough *p, const char *tr, size_t t
         memcpy(out + o, tr + gap, i - gap);
         o += i - gap;
         size_t start = i;
-        while (i < tr_len && !is_space((unsigned char)tr[i])) i++;
+        while (i < tr_len && !dmt_is_word_space((unsigned char)tr[i])) i++;
         int last_before = -1; /* spans before this word; the last one keeps a comma or colon after it on it
                                  ("Łódź, ...", "Q: ...") */
         for (int k = 0; k < p->n_spans; k++)

@@ -21,6 +21,7 @@
 #include <zip.h>
 
 #include "base/utf8.h"
+#include "base/words.h"
 #include "text/sentences.h"
 
 #define DOC_MAX_ENTRIES 4096

@@ -8,6 +8,7 @@
  */
 #include "text/html.h"
 #include "text/sentences.h"
+#include "base/words.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,8 @@
 /* sentences.c — the sentence splitter (rules in sentences.h). */
 #include "text/sentences.h"
 
+#include "base/words.h"
+
 #include <stdint.h>
 #include <string.h>
 
@@ -405,39 +407,15 @@ int dmt_sentence_chunks(const char *s, size_t len, int (*fits)(void *arg, const 
     return n;
 }
 
-static int is_ascii_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-
-int dmt_word_bounds(const char *text, size_t len, size_t *start, size_t *end) {
-    int w = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (is_ascii_space((unsigned char)text[i])) continue;
-        if (start) start[w] = i;
-        while (i < len && !is_ascii_space((unsigned char)text[i])) i++;
-        if (end) end[w] = i;
-        w++;
-    }
-    return w;
-}
-
-int dmt_word_index_at(const char *text, size_t len, size_t pos) {
-    if (pos > len) pos = len;
-    int words = 0;
-    for (size_t i = 0; i < pos; i++)
-        if (!is_ascii_space((unsigned char)text[i]) && (i == 0 || is_ascii_space((unsigned char)text[i - 1]))) words++;
-    if (pos > 0 && pos < len && !is_ascii_space((unsigned char)text[pos - 1]) && !is_ascii_space((unsigned char)text[pos]))
-        words--; /* pos is inside the last word counted */
-    return words;
-}
-
 int dmt_gap_pairs(const char *text, size_t len, size_t gap_start, size_t gap_end, const char *out, size_t out_len,
                   size_t out_start, int *pairs) {
     int n = 0;
     if (gap_end > len) gap_end = len;
     for (size_t i = gap_start; i < gap_end; i++) {
-        if (is_ascii_space((unsigned char)text[i]) || (i > 0 && !is_ascii_space((unsigned char)text[i - 1]))) continue;
+        if (dmt_is_word_space((unsigned char)text[i]) || (i > 0 && !dmt_is_word_space((unsigned char)text[i - 1]))) continue;
         size_t end = i; /* a word that runs on into the sentence (a no-break space before "Bonjour") is the
                            sentence's first, which its own pairs have: listed once */
-        while (end < len && !is_ascii_space((unsigned char)text[end])) end++;
+        while (end < len && !dmt_is_word_space((unsigned char)text[end])) end++;
         if (end > gap_end) continue;
         if (pairs) {
             pairs[2 * n] = dmt_word_index_at(text, len, i);

@@ -62,15 +62,7 @@ int dmt_sentences_split(const char *text, size_t len, dmt_span *out, int cap);
 int dmt_sentence_chunks(const char *text, size_t len, int (*fits)(void *arg, const char *text, size_t len), void *arg,
                         dmt_span *out, int cap);
 
-/* Word numbering for alignments: words are the runs of text between ASCII
- * whitespace, counted from 0. The number of the word at byte pos of text[0..len)
- * (pos inside a word: that word; on whitespace: the next word), so that a sentence's
- * own word numbers plus this offset number its words in the whole text. */
-int dmt_word_index_at(const char *text, size_t len, size_t pos);
-
-/* The words of text[0..len) in that numbering: where each starts and ends (either
- * array may be NULL: counting only); their count. */
-int dmt_word_bounds(const char *text, size_t len, size_t *start, size_t *end);
+/* Word numbering for alignments (dmt_word_index_at, dmt_word_bounds): base/words.h. */
 
 /* The words that start and end in the gap text[gap_start..gap_end) (list markers:
  * "-", "2)"; not a no-break space glued to the sentence's first word, which is that

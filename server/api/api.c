@@ -14,6 +14,7 @@
 #include "text/detect.h"
 #include "text/textsafe.h"
 #include "base/utf8.h"
+#include "base/words.h"
 
 #include "text/html.h"
 

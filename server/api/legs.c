@@ -15,6 +15,7 @@
  * second aligned e to t.
  */
 #include "server/api/api.h"
+#include "base/words.h"
 
 #include <stdio.h>
 #include <stdlib.h>
