@@ -170,7 +170,8 @@ static int parse_decoding(json_t *root, dmt_config *c, char *err, size_t errlen)
     if (get_choice(d, "all_caps", "as_is", "lower", &c->decoding.all_caps_lower, err, errlen) ||
         get_flag(d, "copy_numbers", &c->decoding.copy_numbers, err, errlen) ||
         get_choice(d, "number_format", "target", "source", &c->decoding.numbers_as_written, err, errlen) ||
-        get_flag(d, "pass_through", &c->decoding.pass_through, err, errlen))
+        get_flag(d, "pass_through", &c->decoding.pass_through, err, errlen) ||
+        get_flag(d, "placeholders", &c->decoding.placeholders, err, errlen))
         return -1;
     if ((v = json_object_get(d, "pass_through_characters"))) {
         const char *s = json_is_string(v) ? json_string_value(v) : NULL;

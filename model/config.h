@@ -44,6 +44,8 @@ typedef struct {
                                * it (model/numbers.h) */
     int pass_through;         /* "pass_through": true: URLs, e-mail addresses and emoji are kept out of the
                                * model and put back by the alignment (model/passthrough.h); default 0 */
+    int placeholders;         /* "placeholders": true: format placeholders ("%d", "{name}") reach the model
+                               * as numbers and go back whole (model/placeholders.h); default 0 */
     char pass_through_characters[96]; /* "pass_through_characters": printable ASCII punctuation and symbols
                                * the model loses (measured by tools/check_characters.py): with pass_through,
                                * a word with one is copied; NUL-terminated, default "" */

@@ -126,6 +126,7 @@ void dmt_translate_output_clear(dmt_translate_output *o) {
     free(o->pass);
     o->pass = NULL;
     dmt_numbers_clear(&o->numbers);
+    dmt_placeholders_clear(&o->placeholders);
     o->texts = NULL;
     o->scores = NULL;
     o->alignment = NULL;
@@ -213,6 +214,19 @@ static int word_alignment(const dmt_model *m, const dmt_hypothesis *h, dmt_trans
     free(o->alignment);
     o->alignment = pairs;
     o->n_alignment = n;
+    return 0;
+}
+
+/* Puts the format placeholders back into every translation, in place of their
+ * numbers (model/placeholders.h): after the spans, whose digits are their own. */
+static int restore_placeholders(dmt_translate_output *o) {
+    for (int r = 0; r < o->n; r++) {
+        size_t len = 0;
+        char *t = dmt_placeholders_restore(&o->placeholders, o->texts[r], strlen(o->texts[r]), &len);
+        if (!t) return -1;
+        free(o->texts[r]);
+        o->texts[r] = t;
+    }
     return 0;
 }
 
@@ -322,6 +336,7 @@ static int detokenize(const dmt_model *m, const dmt_nbest *nb, dmt_translate_out
     free(placed);
     placed = NULL;
     if (o->pass && restore_spans(o)) goto out_of_memory;
+    if (o->placeholders.n && restore_placeholders(o)) goto out_of_memory;
     if (o->marks.len && restore_marks(o)) goto out_of_memory;
     return 0;
 out_of_memory:
@@ -348,12 +363,14 @@ static int adopt_pass(dmt_translate_output *o, dmt_passthrough *found, int statu
 }
 
 /* One sentence's pieces into ids (language tokens made <unk>, no </s>), with the
- * text rules: nothing to translate, the final run of marks, the pass-through,
- * grouped numbers and the all-caps rule; the count, or -1 with o->error set. */
+ * text rules: nothing to translate, the final run of marks, format placeholders,
+ * the pass-through, grouped numbers and the all-caps rule; the count, or -1 with
+ * o->error set. */
 static int tokenize_source(const dmt_model *m, const char *text, size_t len, int32_t *ids, dmt_translate_output *o) {
     o->all_caps = 0;
     memset(&o->marks, 0, sizeof o->marks);
     dmt_numbers_clear(&o->numbers);
+    dmt_placeholders_clear(&o->placeholders);
     dmt_passthrough_clear(o->pass);
     free(o->pass);
     o->pass = NULL;
@@ -370,7 +387,21 @@ static int tokenize_source(const dmt_model *m, const char *text, size_t len, int
         text = unmarked;
         len = n;
     }
+    char *numbered = NULL; /* "Delete %d files?" -> "Delete 201 files?"; "%d" goes back in detokenize */
+    int found = m->cfg.decoding.placeholders ? dmt_placeholders_find(text, len, &o->placeholders) : 0;
+    if (found > 0) {
+        size_t n = 0;
+        if (!(numbered = dmt_placeholders_strip(&o->placeholders, &n))) found = -1;
+        text = numbered;
+        len = n;
+    }
+    if (found < 0) {
+        free(unmarked);
+        snprintf(o->error, sizeof o->error, "out of memory");
+        return -1;
+    }
     int k = encode_source(m, text, len, ids, o);
+    free(numbered);
     free(unmarked);
     return k;
 }

@@ -15,6 +15,7 @@
 #include "model/marks.h"
 #include "model/model.h"
 #include "model/numbers.h"
+#include "model/placeholders.h"
 #include "model/passthrough.h"
 
 typedef struct {
@@ -47,6 +48,9 @@ typedef struct {
                         * back into texts (model/marks.h); len 0: none */
     dmt_numbers numbers; /* numbers with group separators ("1,500,000"), given to the model as plain
                           * digits and put back into texts (model/numbers.h, decoding.copy_numbers);
+                          * n 0: none */
+    dmt_placeholders placeholders; /* format placeholders ("%d", "{name}"), given to the model as numbers
+                          * and put back into texts (model/placeholders.h, decoding.placeholders);
                           * n 0: none */
     int target_id;       /* the target language's token id, set by a caller of dmt_translate_decode
                           * (dmt_translate sets it): numbers go back as that language writes them

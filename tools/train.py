@@ -793,12 +793,14 @@ def cmd_export(args):
         log(f"{state['args']['spm']} is gone: using {spm_model} (pass --spm to choose)")
     # the engine's text rules (docs/decoding.md), on for a model of this recipe unless
     # the directory chose otherwise: ALL-CAPS in sentence case, URLs/addresses/emoji
-    # passed through, numbers copied (where the vocabulary gives every digit its own piece)
+    # passed through, numbers copied and format placeholders given as numbers (where the
+    # vocabulary gives every digit its own piece)
     import sentencepiece as spm_lib
     sp = spm_lib.SentencePieceProcessor(model_file=spm_model)
     split = all(len(p) == 1 or p.startswith("<0x") or not any(ch.isdigit() for ch in p)
                 for p in (sp.id_to_piece(i) for i in range(sp.get_piece_size())))
-    rules = {"all_caps": "lower", "pass_through": True, **({"copy_numbers": True} if split else {})}
+    rules = {"all_caps": "lower", "pass_through": True,
+             **({"copy_numbers": True, "placeholders": True} if split else {})}
     model.cfg["decoding"] = dict(rules, **model.cfg.get("decoding", {}))
     modeldir.save(model.eval(), args.out, dtype=args.dtype, sentencepiece=spm_model,
                   metadata={"step": state["step"]})

@@ -15,6 +15,8 @@ Writes, in the layout of data/general (so `train.py train --ui DIR` reads it lik
 general data):
     DIR/train/en-de.en.gz, en-de.de.gz, en-fr..., en-cs...    line-aligned pairs
     DIR/test/ui.en-de.en, ui.en-de.de, ...                     held out: 1 English string in 50
+    DIR/test/format.en-de.en, format.en-de.de, ...             strings with format placeholders
+                                                               ("Delete %d files?"), never trained on
     DIR/README.md                                              counts, packages, licences
 
 Reproducible: the same packages (Debian 12's archive) give the same files. A string is
@@ -42,6 +44,7 @@ import tempfile
 LANGS = ("de", "fr", "cs")
 MAX_WORDS = 40
 TEST_ONE_IN = 50
+FORMAT_TEST = 500
 
 # Debian 12 packages with German, French and Czech catalogues of everyday UI text, and
 # their licences (each package's debian/copyright). Office, desktop, file manager,
@@ -125,6 +128,19 @@ def clean_pair(src, tgt):
     return src, tgt
 
 
+def format_pair(src, tgt):
+    """A catalogue entry whose English has format placeholders ("Could not open %s"):
+    (English, translation) for the format test set, or None. The same limits as
+    clean_pair otherwise; such strings are never trained on (clean_pair drops them)."""
+    src, tgt = " ".join(src.split()), " ".join(tgt.split())
+    if not src or not tgt or src == tgt or "<" in src or not DIRECTIVE.search(src) or len(src.split()) > MAX_WORDS:
+        return None
+    if not any(c.isalpha() for c in DIRECTIVE.sub("", src)):
+        return None
+    src, tgt = drop_mnemonic(src), drop_mnemonic(tgt)
+    return (src, tgt) if src and tgt else None
+
+
 def held_out(src):
     """Whether an English string belongs to the test split: by a hash of its lower-cased
     text, so that its translations and case variants all fall on one side."""
@@ -158,6 +174,7 @@ def catalogues(deb, scratch):
 
 def build(debs, out_dir):
     pairs = {lang: [] for lang in LANGS}
+    formats = {lang: {} for lang in LANGS}
     per_package = {}
     for package, deb in sorted(debs.items()):
         with tempfile.TemporaryDirectory() as scratch:
@@ -166,6 +183,9 @@ def build(debs, out_dir):
         for lang in LANGS:
             kept = [p for p in (clean_pair(s, t) for s, t in found.get(lang, [])) if p]
             pairs[lang].extend(kept)
+            for s, t in found.get(lang, []):
+                if "\n" not in s and "\n" not in t and (f := format_pair(s, t)):
+                    formats[lang].setdefault(f[0], f[1])
             counts[lang] = len(kept)
         per_package[package] = counts
     summary = {}
@@ -182,6 +202,9 @@ def build(debs, out_dir):
                 test.append((src, tgt))
         write_pairs(os.path.join(out_dir, "train", f"en-{lang}"), "en", lang, train, gz=True)
         write_pairs(os.path.join(out_dir, "test", f"ui.en-{lang}"), "en", lang, test, gz=False)
+        # at most FORMAT_TEST a language, in an order fixed by the strings' hashes
+        order = sorted(formats[lang].items(), key=lambda kv: hashlib.sha256(kv[0].encode("utf-8")).digest())
+        write_pairs(os.path.join(out_dir, "test", f"format.en-{lang}"), "en", lang, order[:FORMAT_TEST], gz=False)
         short = sum(1 for s, _ in train if len(s.split()) <= 3)
         summary[lang] = (len(train), short, len(test))
     write_readme(out_dir, per_package, summary)

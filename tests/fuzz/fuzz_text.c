@@ -33,6 +33,7 @@
 #include "model/config.h"
 #include "model/marks.h"
 #include "model/numbers.h"
+#include "model/placeholders.h"
 #include "model/passthrough.h"
 #include "model/scripts.h"
 #include "text/detect.h"
@@ -462,6 +463,35 @@ static void check_numbers(const uint8_t *data, size_t size) {
     dmt_numbers_clear(&g);
 }
 
+/* model/placeholders.c: placeholders in place, numbered apart from the text's own
+ * numbers; the numbers put back give the sentence back, with the same words */
+static void check_placeholders(const uint8_t *data, size_t size) {
+    dmt_placeholders p;
+    int r = dmt_placeholders_find((const char *)data, size, &p);
+    if (r <= 0) {
+        REQUIRE(p.n == 0 && !p.items && r == 0, "no placeholders, yet a list");
+        return;
+    }
+    size_t pos = 0;
+    for (int k = 0; k < p.n; k++) {
+        REQUIRE(p.items[k].at >= pos && p.items[k].len > 0 && p.items[k].at + p.items[k].len <= size,
+                "placeholder %d out of place", k);
+        pos = p.items[k].at + p.items[k].len;
+    }
+    size_t n = 0, m = 0;
+    char *input = dmt_placeholders_strip(&p, &n);
+    REQUIRE(input && input[n] == 0, "strip");
+    REQUIRE(count_words(input, n) == count_words((const char *)data, size), "strip changed the words");
+    char *back = dmt_placeholders_restore(&p, input, n, &m);
+    REQUIRE(back && m == size && !memcmp(back, data, size), "restore(strip(text)) is not text");
+    free(back);
+    back = dmt_placeholders_restore(&p, "", 0, &m); /* nothing translated: every placeholder appended */
+    REQUIRE(back && strlen(back) == m, "restore of an empty translation");
+    free(back);
+    free(input);
+    dmt_placeholders_clear(&p);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static dmt_span spans[MAX_SPANS + 1];
     static int32_t ids[MAX_IDS];
@@ -476,5 +506,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_verbatim(data, size);
     check_marks(data, size);
     check_numbers(data, size);
+    check_placeholders(data, size);
     return 0;
 }
