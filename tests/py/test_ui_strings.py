@@ -117,7 +117,9 @@ def test_build(tmp):
         tap.skip("no dpkg-deb: the build from packages not checked")
         return
     words = [f"Action {i}" for i in range(300)]
-    de = [(w.encode(), f"Aktion {i}".encode()) for i, w in enumerate(words)] + [(b"_Cancel", b"_Abbrechen")]
+    de = [(w.encode(), f"Aktion {i}".encode()) for i, w in enumerate(words)] + [(b"_Cancel", b"_Abbrechen")] + \
+        [(b"Delete %d files?", "%d Dateien löschen?".encode()), (b"Open {name}", "{name} öffnen".encode()),
+         (b"%s", b"%s"), (b"%d%%", b"%d %%")]
     fr = [(w.encode(), f"Action n{i}".encode()) for i, w in enumerate(words)]
     debs = {"app-data": make_deb(tmp, "app-data", {
         "usr/share/locale/de/LC_MESSAGES/app.mo": de,
@@ -147,6 +149,12 @@ def test_build(tmp):
            and os.path.exists(os.path.join(out, "train", "en-fr.fr.gz")),
            "build: the summary counts what was written, a language without catalogues gets empty files",
            detail=str(summary))
+    fmt_en = open(os.path.join(out, "test", "format.en-de.en"), encoding="utf-8").read().splitlines()
+    fmt_de = open(os.path.join(out, "test", "format.en-de.de"), encoding="utf-8").read().splitlines()
+    tap.ok(sorted(zip(fmt_en, fmt_de)) == [("Delete %d files?", "%d Dateien löschen?"), ("Open {name}", "{name} öffnen")]
+           and not {"Delete %d files?", "Open {name}"} & set(en),
+           "build: strings with placeholders go to the format test set (not those without a letter), "
+           "never to training", detail=str(list(zip(fmt_en, fmt_de))))
     readme = open(os.path.join(out, "README.md"), encoding="utf-8").read()
     tap.ok("| app-data |" in readme and "| en-de |" in readme, "build: README.md lists packages and counts")
     first = {n: open(os.path.join(out, "train", n), "rb").read() for n in os.listdir(os.path.join(out, "train"))}
