@@ -123,13 +123,29 @@ static size_t placeholder_at(const char *text, size_t len, size_t i, int lone_pe
     return k;
 }
 
-/* Whether the digits of number occur in text[0..len) as a whole run of digits. */
-static int has_run(const char *text, size_t len, const char *number) {
-    size_t m = strlen(number);
-    for (size_t i = 0; i + m <= len; i++)
-        if ((i == 0 || !is_digit((unsigned char)text[i - 1])) && !memcmp(text + i, number, m) &&
-            (i + m == len || !is_digit((unsigned char)text[i + m])))
-            return 1;
+/* The numbers of n placeholders: the first n from FIRST_NUMBER up that no whole run
+ * of digits in text[0..len) is (written plainly: "0201" is another). Linear in len:
+ * a run can only take a number below FIRST_NUMBER + runs + n. */
+static int choose_numbers(const char *text, size_t len, dmt_placeholder *found, int n) {
+    size_t runs = 0;
+    for (size_t i = 0; i < len; i++) runs += is_digit((unsigned char)text[i]) && (i == 0 || !is_digit((unsigned char)text[i - 1]));
+    size_t span = runs + (size_t)n;
+    unsigned char *taken = calloc(span, 1);
+    if (!taken) return -1;
+    for (size_t i = 0; i < len; i++) {
+        if (!is_digit((unsigned char)text[i]) || (i > 0 && is_digit((unsigned char)text[i - 1]))) continue;
+        size_t j = i, value = 0;
+        while (j < len && is_digit((unsigned char)text[j]) && j - i < 10) value = value * 10 + (size_t)(text[j++] - '0');
+        if (text[i] != '0' && (j == len || !is_digit((unsigned char)text[j])) && value >= FIRST_NUMBER &&
+            value - FIRST_NUMBER < span)
+            taken[value - FIRST_NUMBER] = 1;
+    }
+    size_t next = 0;
+    for (int k = 0; k < n; k++) {
+        while (taken[next]) next++;
+        snprintf(found[k].number, sizeof found[k].number, "%zu", FIRST_NUMBER + next++);
+    }
+    free(taken);
     return 0;
 }
 
@@ -173,15 +189,10 @@ int dmt_placeholders_find(const char *text, size_t len, dmt_placeholders *p) {
         i += k - 1;
     }
     if (!n || !firm) return 0;
-    /* a number per placeholder that the sentence does not hold (nor an earlier one) */
-    int next = FIRST_NUMBER;
-    for (int k = 0; k < n; k++) {
-        do snprintf(found[k].number, sizeof found[k].number, "%d", next++);
-        while (has_run(text, len, found[k].number));
-    }
     p->source = malloc(len + 1);
     p->items = malloc((size_t)n * sizeof *p->items);
-    if (!p->source || !p->items) {
+    /* a number per placeholder that the sentence does not hold */
+    if (!p->source || !p->items || choose_numbers(text, len, found, n)) {
         dmt_placeholders_clear(p);
         return -1;
     }

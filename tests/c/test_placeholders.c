@@ -76,6 +76,9 @@ int main(void) {
           "each placeholder has its own number: reordered, each goes back to its own");
     CHECK(trip("Page 201 of %d", "Page 201 of 202", "Seite 201 von 202", "Seite 201 von %d"),
           "a number the sentence holds is not used for a placeholder, and stays a number");
+    CHECK(trip("Rows 201-203, 0205, 2040 and 204.5: %s %s", "Rows 201-203, 0205, 2040 and 204.5: 202 205",
+               "Zeilen 201-203: 205, 202", "Zeilen 201-203: %s, %s"),
+          "numbers are chosen among those no run of the sentence is (0205 and 2040 are other numbers)");
     CHECK(trip("Could not open %s: %s", "Could not open 201: 202", "Konnte nicht öffnen.", "Konnte nicht öffnen %s %s."),
           "placeholders the translation dropped go at its end, before its closing punctuation");
     CHECK(trip("Hello {name}!", "Hello 201!", "Hallo 201, 201!", "Hallo {name}, {name}!") &&
