@@ -18,6 +18,9 @@ What a user notices first, measured on the general-domain test sets (data/genera
               languages, not translated)
   rules       the same for a rule, a blank or a row of stars: 3-12 of one of - _ * = ~ #
               (a model shortens or lengthens them)
+  placeholders the same for a format placeholder (%s, %d, %1$s, {name}, {{user}},
+              ${file}, %(count)d, $(ARG1)) put after a word inside the sentence, where
+              program strings have them (kept exactly, the case included)
   numbers     share of large numbers whose value the translation keeps: the first
               number of 1-4 digits in N FLORES devtest sentences becomes one of 7-10
               digits grouped as the source language writes it (1,234,567 in English,
@@ -30,7 +33,7 @@ What a user notices first, measured on the general-domain test sets (data/genera
               that the source does not hold ("Dammmmme")
 
 Targets (docs/evaluation.md): digits >= 95%, numbers >= 95%, each pass-through kind
-(code, scripts and rules too) >= 95%,
+(code, scripts, rules and placeholders too) >= 95%,
 all-caps >= 80%, runs < 0.5%. Standard library only; exit 0 when measured (the
 targets are reported, not enforced), 1-3 as scripts/evaluate.py.
 """
@@ -46,7 +49,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import evaluate as ev  # noqa: E402
 
 TARGETS = {"digits": 0.95, "url": 0.95, "email": 0.95, "emoji": 0.95, "code": 0.95, "scripts": 0.95, "rules": 0.95,
-           "numbers": 0.95, "all_caps": 0.80, "runs": 0.005}
+           "placeholders": 0.95, "numbers": 0.95, "all_caps": 0.80, "runs": 0.005}
 DIGIT_DIRECTIONS = [("flores101.devtest", s, t) for s, t in
                     (("en", "de"), ("en", "fr"), ("en", "cs"), ("de", "en"), ("fr", "en"), ("cs", "en"))] + \
                    [("newstest2014.en-fr", "en", "fr"), ("newstest2020.en-de", "en", "de"),
@@ -63,6 +66,7 @@ RUN4 = re.compile(r"(.)\1{3,}", re.S)
 EMOJI = ["😀", "😂", "👍", "🎉", "🙂", "🚀", "🔥", "✅", "🌍", "☕", "😢", "🙏", "⚽", "🐶", "🍕"]
 FOREIGN = ["Москва", "спасибо", "Αθήνα", "καλημέρα", "القاهرة", "شكرا", "ירושלים", "שלום", "नमस्ते", "दिल्ली",
            "北京", "谢谢", "東京", "ありがとう", "서울", "감사합니다"]
+PLACEHOLDERS = ["%s", "%d", "%1$s", "%2$d", "{NAME}", "{0}", "{{NAME}}", "${NAME}", "%(NAME)d", "$(ARG1)", "%.2f"]
 WORDS = ["alpha", "nordic", "blue", "river", "data", "kontakt", "prague", "berlin", "lyon", "shop", "news", "team"]
 
 
@@ -102,9 +106,21 @@ def make_span(kind, rng):
         return rng.choice(FOREIGN)
     if kind == "rules":
         return rng.choice("-_*=~#") * rng.randint(3, 12)
+    if kind == "placeholders":
+        return rng.choice(PLACEHOLDERS).replace("NAME", w())
     if kind == "email":
         return f"{w()}{rng.choice(['.', '_', ''])}{w()}{rng.randint(1, 99) if rng.random() < 0.5 else ''}@{w()}.{rng.choice(['com', 'de', 'fr', 'cz'])}"
     return "".join(rng.choice(EMOJI) for _ in range(rng.randint(1, 2)))
+
+
+def with_placeholder(sentence, placeholder, rng):
+    """The placeholder after a word inside the sentence (not the last), where program
+    strings have them ("Delete %d files?"); at the end of a sentence of one or two words."""
+    words = sentence.split()
+    if len(words) < 3:
+        return with_span(sentence, placeholder, rng)
+    at = rng.randint(1, len(words) - 1)
+    return " ".join(words[:at] + [placeholder] + words[at:])
 
 
 def with_span(sentence, span, rng):
@@ -176,9 +192,10 @@ def run_checks(client, root, limit, batch_size, log, checks=CHECKS):
     rng = random.Random(20261201)
     caps_total = caps_same = 0
     runs_total = runs_bad = 0
-    spans = {k: [0, 0] for k in ("url", "email", "emoji", "code", "scripts", "rules")}
+    spans = {k: [0, 0] for k in ("url", "email", "emoji", "code", "scripts", "rules", "placeholders")}
     rng_new = random.Random(20261207)  # code and scripts: their own, so the older kinds' spans stay as they were
     rng_rules = random.Random(20261208)  # and rules theirs
+    rng_placeholders = random.Random(20261210)  # and placeholders theirs
     examples = {"runs": [], "all_caps": [], "passthrough": []}
     for s, t in TATOEBA if "tatoeba" in checks else ():
         pair = f"tatoeba.{'-'.join(sorted((s, t), key=lambda x: x != 'en'))}"
@@ -202,9 +219,11 @@ def run_checks(client, root, limit, batch_size, log, checks=CHECKS):
             if not same and len(examples["all_caps"]) < 5:
                 examples["all_caps"].append({"source": x.upper(), "output": u, "normal_case_output": h})
         for kind in spans:
-            r = rng if kind in ("url", "email", "emoji") else rng_rules if kind == "rules" else rng_new
+            r = rng if kind in ("url", "email", "emoji") else rng_rules if kind == "rules" else \
+                rng_placeholders if kind == "placeholders" else rng_new
             made = [make_span(kind, r) for _ in src]
-            texts = [with_span(x, sp, r) for x, sp in zip(src, made)]
+            place = with_placeholder if kind == "placeholders" else with_span
+            texts = [place(x, sp, r) for x, sp in zip(src, made)]
             outs = translate(texts, s, t)
             for sp, x, o in zip(made, texts, outs):
                 spans[kind][0] += 1
@@ -227,7 +246,8 @@ def print_report(r, out=sys.stdout):
     out.write(f"{'check':<12} {'measured':>9} {'target':>8}  count\n")
     for key, label, cmp in (("digits", "digits", ">="), ("numbers", "numbers", ">="), ("url", "URLs", ">="), ("email", "e-mails", ">="),
                             ("emoji", "emoji", ">="), ("code", "code", ">="), ("scripts", "scripts", ">="),
-                            ("rules", "rules", ">="), ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
+                            ("rules", "rules", ">="), ("placeholders", "placeholders", ">="),
+                            ("all_caps", "ALL-CAPS", ">="), ("runs", "runs 4+", "<")):
         if key not in r:  # a report from before the kind was measured
             continue
         v = r[key]["share"]

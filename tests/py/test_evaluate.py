@@ -412,6 +412,10 @@ def check_suite(srv, tmp):
         tap.ok(rob["rules"]["spans"] == rob["url"]["spans"] and 0.75 <= rob["rules"]["share"] < 1.0,
                "robustness: rules and blanks have no case: kept except in the looping sentence",
                json.dumps(rob["rules"]))
+        tap.ok(rob["placeholders"]["spans"] == rob["url"]["spans"] and 0 < rob["placeholders"]["share"] < 0.5
+               and "placeholders" in r.stdout,
+               "robustness: format placeholders, one a sentence; upper-cased ones count as changed ({0} and "
+               "$(ARG1) have no case)", json.dumps(rob["placeholders"]))
         num = rob.get("numbers", {})
         tap.ok(num.get("sentences") == 24 and num.get("share") == 0.75 and num["per_direction"]["fr-de"]["kept"] == 0
                and num["per_direction"]["en-fr"]["kept"] == 3,
