@@ -55,7 +55,7 @@ PACKAGES = {
     "nautilus-data": "GPL-3+", "evince-common": "GPL-2+", "gnome-control-center-data": "GPL-2+",
     "gedit-common": "GPL-2+", "gnome-text-editor": "GPL-3+", "eog": "GPL-2+", "totem-common": "GPL-2+",
     "rhythmbox-data": "GPL-2+", "gnome-calculator": "GPL-3+", "file-roller": "GPL-2+",
-    "gnome-software-common": "GPL-2+", "thunar-data": "GPL-2+", "transmission-common": "GPL-2+",
+    "gnome-software-common": "GPL-2+", "thunar-data": "GPL-2+",
     "vlc-l10n": "GPL-2+", "gimp-data": "GPL-3+", "inkscape": "GPL-3+",
 }
 
