@@ -20,17 +20,15 @@ import urllib.request
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
-from testutil import free_port, model_with_decoding, repo_path, translate_lines  # noqa: E402
+from testutil import engine, free_port, model_with_decoding, translate_lines  # noqa: E402
 
 SHOUTED = ["THE CHILDREN ARE PLAYING IN THE PARK.", "A DOG RUNS ON THE BEACH."]
 SENTENCE = ["The children are playing in the park.", "A dog runs on the beach."]
 
 
 def main():
-    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-    base = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    if not os.access(binary, os.X_OK):
-        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+    binary, base = engine()
+    if not binary:
         return tap.done()
     tmp = tempfile.mkdtemp(prefix="deepmt-caps-")
     try:

@@ -21,7 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
-from testutil import model_with_config, model_with_decoding, repo_path  # noqa: E402
+from testutil import engine, model_with_config, model_with_decoding, repo_path  # noqa: E402
 
 TOOL = repo_path("tools/check_characters.py")
 
@@ -49,10 +49,8 @@ def chosen(stdout):
 
 
 def main():
-    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-    base = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    if not os.access(binary, os.X_OK):
-        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+    binary, base = engine()
+    if not binary:
         return tap.done()
     tmp = tempfile.mkdtemp(prefix="deepmt-chars-test-")
     try:

@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import tap  # noqa: E402
 import test_server as ts  # noqa: E402
-from testutil import model_with_config, model_with_decoding, repo_path, translate_lines  # noqa: E402
+from testutil import engine, model_with_config, model_with_decoding, translate_lines  # noqa: E402
 
 PLAIN = ["Please send the photos to me.", "You can find the schedule on our website.",
          "Tom wrote to me yesterday.", "Read this article before the meeting.",
@@ -73,10 +73,8 @@ def words_kept(binary, model, plain, words, what):
 
 
 def main():
-    binary = repo_path(os.environ.get("DEEPMT_BIN", "build/deepmt"))
-    base = repo_path(os.environ.get("DEEPMT_MODEL", "models/default"))
-    if not os.access(binary, os.X_OK):
-        tap.ok(False, "deepmt binary present", detail=f"{binary} missing: run make")
+    binary, base = engine()
+    if not binary:
         return tap.done()
     tmp = tempfile.mkdtemp(prefix="deepmt-pass-")
     try:
