@@ -3,7 +3,7 @@
 gettext catalogues of Debian 12 packages, for training: menu items, buttons, dialog
 text and tooltips ("Cancel" -> "Abbrechen", "Find Ne_xt" -> "Nächsten suchen").
 
-The general data has almost none of them (about 0.1% of its English lines are one word),
+The general data has almost none of them (111 of its 213,223 English en-de lines are one word),
 so the model had learned to copy short capitalised inputs ("Settings" -> "tting",
 "Cancel" -> "Knosl"), and a LibreTranslate server is often asked for exactly these
 (translation suggestions in localisation tools).
