@@ -329,6 +329,16 @@ def wait_generation(port, g, timeout=30):
     return None
 
 
+def wait_log(srv, *texts, timeout=10):
+    """Whether the server's log shows every one of texts within timeout seconds: a
+    reload publishes its models before the main thread logs them, so a client can
+    see the new generation first."""
+    end = time.time() + timeout * ts.SLOW
+    while not all(t in srv.stderr() for t in texts) and time.time() < end:
+        time.sleep(0.05)
+    return all(t in srv.stderr() for t in texts)
+
+
 def test_reload(d):
     folder = os.path.join(TMP, "served")
     os.makedirs(folder)
@@ -409,7 +419,7 @@ def test_reload(d):
         tap.ok(st == 200 and h.get("x-deepmt-model") == "ita", "the added model serves", f"{st} {h} {j}")
         st, h, j = tr(p, "A man.", "en", "pt")
         tap.ok(st == 400 and "not supported" in ts.error_of(j), "the removed model's language is gone", f"{st} {j}")
-        tap.ok("reload: 3 models" in srv.stderr(), "the log says what the reload served", srv.stderr()[-800:])
+        tap.ok(wait_log(srv, "reload: 3 models"), "the log says what the reload served", srv.stderr()[-800:])
         # a corrupt replacement leaves the old one serving
         bad = os.path.join(folder, "esp-bad")
         shutil.copytree(os.path.join(folder, "esp-v2"), bad)
@@ -424,7 +434,7 @@ def test_reload(d):
         st, h, jj = tr(p, text, "en", "es")
         tap.ok(st == 200 and jj.get("translatedText") == want["esp-v2"], "... and the previous version serves on",
                f"{st} {jj}")
-        tap.ok("failed to load" in srv.stderr() and "previous version serves on" in srv.stderr(),
+        tap.ok(wait_log(srv, "failed to load", "previous version serves on"),
                "... and the log says so", srv.stderr()[-800:])
         # POST /admin/reload
         write_list(folder, [("main", "main"), ("esp", "esp-v1")])
